@@ -17,42 +17,279 @@ limitations under the License.
 package v1alpha1
 
 import (
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// EDIT THIS FILE!  THIS IS SCAFFOLDING FOR YOU TO OWN!
-// NOTE: json tags are required.  Any new fields you add must have json tags for the fields to be serialized.
-
-// ResearchRunSpec defines the desired state of ResearchRun
-type ResearchRunSpec struct {
-	// INSERT ADDITIONAL SPEC FIELDS - desired state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-	// The following markers will use OpenAPI v3 schema to validate the value
-	// More info: https://book.kubebuilder.io/reference/markers/crd-validation.html
-
-	// foo is an example field of ResearchRun. Edit researchrun_types.go to remove/update
+// OutputReserve is the part of the budget kept for finalization: when a gate
+// trips, the run finalizes (publishes, settles) from the reserve instead of
+// dying with nothing.
+type OutputReserve struct {
+	// modelRequests reserved for finalization.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
-	Foo *string `json:"foo,omitempty"`
+	ModelRequests int64 `json:"modelRequests,omitempty"`
+	// toolCalls reserved for finalization (publishing).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ToolCalls int64 `json:"toolCalls,omitempty"`
+	// tokens reserved for finalization.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Tokens int64 `json:"tokens,omitempty"`
 }
 
-// ResearchRunStatus defines the observed state of ResearchRun.
+// Budget is what the run may spend. The operator is the root owner: it grants
+// attempts the working allowance (budget minus reserve minus what earlier
+// attempts used) and, in Finalizing, only the reserve.
+// +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.modelRequests) || self.outputReserve.modelRequests <= self.modelRequests",message="spec.budget.outputReserve.modelRequests must not exceed spec.budget.modelRequests"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.toolCalls) || self.outputReserve.toolCalls <= self.toolCalls",message="spec.budget.outputReserve.toolCalls must not exceed spec.budget.toolCalls"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.tokens) || (has(self.tokens) && self.outputReserve.tokens <= self.tokens)",message="spec.budget.outputReserve.tokens must not exceed spec.budget.tokens (and needs spec.budget.tokens)"
+type Budget struct {
+	// modelRequests is the total number of model requests the run may make,
+	// reserve included.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	ModelRequests int64 `json:"modelRequests"`
+	// toolCalls is the total number of tool calls the run may make, reserve included.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	ToolCalls int64 `json:"toolCalls"`
+	// tokens is the total number of model tokens the run may use, reserve
+	// included. Unset means tokens are not budgeted.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Tokens *int64 `json:"tokens,omitempty"`
+	// outputReserve is kept back for finalization, in the same units.
+	// +optional
+	OutputReserve OutputReserve `json:"outputReserve,omitzero"`
+	// deadline is the run's wall-clock allowance, measured from status.startTime.
+	// When it passes the run finalizes (DeadlineExceeded).
+	// +kubebuilder:default="30m"
+	// +optional
+	Deadline *metav1.Duration `json:"deadline,omitempty"`
+	// finalizationGrace is how long finalization may take after the deadline;
+	// at deadline + finalizationGrace the run is Terminated whatever the pod does.
+	// +kubebuilder:default="2m"
+	// +optional
+	FinalizationGrace *metav1.Duration `json:"finalizationGrace,omitempty"`
+}
+
+// Gates are the limits that end an unproductive run. Each degrades before it
+// ends the run: past degradeAtPercent of a limit the operator publishes a
+// Degrade directive, past compressAtPercent a Compress directive, and at the
+// limit the run finalizes from the reserve.
+// +kubebuilder:validation:XValidation:rule="self.degradeAtPercent <= self.compressAtPercent",message="spec.gates.degradeAtPercent must not exceed spec.gates.compressAtPercent"
+type Gates struct {
+	// maxSteps is the most agent-loop steps the run may take (StepLimit).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=20
+	// +optional
+	MaxSteps int32 `json:"maxSteps,omitempty"`
+	// sameCallLimit is how many times one tool call fingerprint (tool +
+	// arguments + context) may repeat (RepeatedCall).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=3
+	// +optional
+	SameCallLimit int32 `json:"sameCallLimit,omitempty"`
+	// noProgressLimit is how many steps may pass without progress (NoProgress).
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:default=5
+	// +optional
+	NoProgressLimit int32 `json:"noProgressLimit,omitempty"`
+	// degradeAtPercent is the share of any gate's limit at which the Degrade
+	// directive is published.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=75
+	// +optional
+	DegradeAtPercent int32 `json:"degradeAtPercent,omitempty"`
+	// compressAtPercent is the share of any gate's limit at which the Compress
+	// directive is published.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=100
+	// +kubebuilder:default=90
+	// +optional
+	CompressAtPercent int32 `json:"compressAtPercent,omitempty"`
+}
+
+// Recovery says how failed attempts are replaced.
+type Recovery struct {
+	// maxAttempts is the most attempts (pods) the run may use, the first included.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +kubebuilder:default=3
+	// +optional
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+	// backoff is the wait before a replacement attempt starts.
+	// +kubebuilder:default="5s"
+	// +optional
+	Backoff *metav1.Duration `json:"backoff,omitempty"`
+	// heartbeatInterval is how often the agent reports it is alive.
+	// +kubebuilder:default="10s"
+	// +optional
+	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`
+	// heartbeatTimeout is how long a running attempt may stay silent before it
+	// is treated as failed.
+	// +kubebuilder:default="60s"
+	// +optional
+	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
+}
+
+// ResearchRunSpec is one research task. Immutable after creation except stop
+// and approvals.
+// +kubebuilder:validation:XValidation:rule="self.sessionRef == oldSelf.sessionRef && self.goal == oldSelf.goal && self.budget == oldSelf.budget && self.gates == oldSelf.gates && self.recovery == oldSelf.recovery",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="self.template == oldSelf.template",message="spec.template is immutable after creation"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && (self.stop == oldSelf.stop || self.stop == 'Cancel'))",message="spec.stop cannot be removed once set, and may only change from Finalize to Cancel"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || (has(self.approvals) && size(self.approvals) >= size(oldSelf.approvals) && self.approvals.slice(0, size(oldSelf.approvals)) == oldSelf.approvals)",message="spec.approvals is append-only: existing approvals cannot be changed, reordered or removed"
+type ResearchRunSpec struct {
+	// sessionRef names the Session (same namespace) the run executes in; runs of
+	// one session execute one at a time in creation order.
+	// +required
+	SessionRef LocalObjectReference `json:"sessionRef"`
+	// goal is the research task, handed to the agent.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=8192
+	// +required
+	Goal string `json:"goal"`
+	// template is the attempt pod. The operator hardens it to the restricted Pod
+	// Security Standard where the template leaves a field unset, runs it as the
+	// policy's runner service account, and tells it its run and attempt in env.
+	// The schema is kept open here (a full PodTemplateSpec schema would make the
+	// CRD too large for client-side apply); the admission webhook decodes it
+	// strictly and rejects unknown fields.
+	// +kubebuilder:validation:Schemaless
+	// +kubebuilder:pruning:PreserveUnknownFields
+	// +kubebuilder:validation:Type=object
+	// +required
+	Template corev1.PodTemplateSpec `json:"template"`
+	// budget is what the run may spend, with the output reserve.
+	// +required
+	Budget Budget `json:"budget"`
+	// gates are the limits that end an unproductive run.
+	// +kubebuilder:default={}
+	// +optional
+	Gates Gates `json:"gates,omitzero"`
+	// recovery says how failed attempts are replaced.
+	// +kubebuilder:default={}
+	// +optional
+	Recovery Recovery `json:"recovery,omitzero"`
+	// stop asks the run to end: Cancel (at once, nothing more is spent) or
+	// Finalize (wrap up from the output reserve). Can be set at any time; once
+	// set it cannot be removed, only raised from Finalize to Cancel.
+	// +optional
+	Stop StopRequest `json:"stop,omitempty"`
+	// approvals answer actions that need confirmation. Append-only; the
+	// webhook stamps approver and time.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Approvals []Approval `json:"approvals,omitempty"`
+}
+
+// AttemptLedger is what one attempt used, as last reported. The run's usage is
+// the sum over attempts, so a retried attempt never double-counts and a
+// superseded attempt's real usage is still counted.
+type AttemptLedger struct {
+	// attempt number, from 1.
+	// +required
+	Attempt int32 `json:"attempt"`
+	// used is the attempt's monotonic usage counters.
+	// +optional
+	Used Usage `json:"used,omitzero"`
+	// steps is the attempt's step counter.
+	// +optional
+	Steps int64 `json:"steps,omitempty"`
+}
+
+// BudgetStatus is the run's budget ledger.
+type BudgetStatus struct {
+	// used is the sum over attempts of their usage counters.
+	// +optional
+	Used Usage `json:"used,omitzero"`
+	// remaining is budget minus used (the reserve included).
+	// +optional
+	Remaining Usage `json:"remaining,omitzero"`
+	// granted is the allowance currently granted to the attempt (RunAttempt
+	// spec.grant), in absolute counters.
+	// +optional
+	Granted Usage `json:"granted,omitzero"`
+}
+
+// GateStatus shows how close the run is to each gate.
+type GateStatus struct {
+	// steps taken over all attempts.
+	// +optional
+	Steps int64 `json:"steps,omitempty"`
+	// stepsWithoutProgress since the last progress.
+	// +optional
+	StepsWithoutProgress int64 `json:"stepsWithoutProgress,omitempty"`
+	// maxSameCall is the highest repeat count of one call fingerprint.
+	// +optional
+	MaxSameCall int64 `json:"maxSameCall,omitempty"`
+	// localFaults counts faults handled locally (they change no phase).
+	// +optional
+	LocalFaults int64 `json:"localFaults,omitempty"`
+	// directives currently published on the attempt.
+	// +listType=atomic
+	// +optional
+	Directives []DirectiveType `json:"directives,omitempty"`
+}
+
+// ResearchRunStatus is written only by the operator (the termination owner).
 type ResearchRunStatus struct {
-	// INSERT ADDITIONAL STATUS FIELD - define observed state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-
-	// For Kubernetes API conventions, see:
-	// https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#typical-status-properties
-
-	// conditions represent the current state of the ResearchRun resource.
-	// Each condition has a unique type and reflects the status of a specific aspect of the resource.
-	//
-	// Standard condition types include:
-	// - "Available": the resource is fully functional
-	// - "Progressing": the resource is being created or updated
-	// - "Degraded": the resource failed to reach or maintain its desired state
-	//
-	// The status of each condition is one of True, False, or Unknown.
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// phase is where the run is. Terminated is absorbing; Finalizing is one-way.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+	// reason says why the run is finalizing or why it ended. Final once Terminated.
+	// +optional
+	Reason Reason `json:"reason,omitempty"`
+	// settlement says what was durably delivered, as the attempt persisted it.
+	// Final once Terminated.
+	// +optional
+	Settlement Settlement `json:"settlement,omitempty"`
+	// message is one readable sentence with the numbers behind the phase.
+	// +kubebuilder:validation:MaxLength=2048
+	// +optional
+	Message string `json:"message,omitempty"`
+	// queuePosition is the run's place in its session's queue while Queued (1 = next).
+	// +optional
+	QueuePosition int32 `json:"queuePosition,omitempty"`
+	// attempt is the current attempt number (RunAttempt <run>-<attempt>).
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// steps taken over all attempts.
+	// +optional
+	Steps int64 `json:"steps,omitempty"`
+	// queuedTime is when the run entered its session's queue.
+	// +optional
+	QueuedTime *metav1.Time `json:"queuedTime,omitempty"`
+	// startTime is when the run first left the queue; the deadline counts from it.
+	// +optional
+	StartTime *metav1.Time `json:"startTime,omitempty"`
+	// finalizingTime is when the run entered Finalizing.
+	// +optional
+	FinalizingTime *metav1.Time `json:"finalizingTime,omitempty"`
+	// completionTime is when the run became Terminated.
+	// +optional
+	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+	// budget is the ledger: used, remaining, granted.
+	// +optional
+	Budget BudgetStatus `json:"budget,omitzero"`
+	// ledger is each attempt's last reported usage.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=map
+	// +listMapKey=attempt
+	// +optional
+	Ledger []AttemptLedger `json:"ledger,omitempty"`
+	// gates shows how close the run is to each gate.
+	// +optional
+	Gates GateStatus `json:"gates,omitzero"`
+	// conditions: Ready, Succeeded, Finalizing, Recovering.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -61,8 +298,24 @@ type ResearchRunStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rr,categories=agentrun
+// +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionRef.name`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
+// +kubebuilder:printcolumn:name="Settlement",type=string,JSONPath=`.status.settlement`
+// +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.status.attempt`
+// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.steps`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || (has(self.status) && has(self.status.phase) && self.status.phase == 'Terminated')",message="status.phase: Terminated is absorbing and cannot change"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Finalizing' || (has(self.status) && has(self.status.phase) && (self.status.phase == 'Finalizing' || self.status.phase == 'Terminated'))",message="status.phase: Finalizing is one-way and may only move to Terminated"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || (has(self.status) && (has(self.status.reason) == has(oldSelf.status.reason)) && (!has(oldSelf.status.reason) || self.status.reason == oldSelf.status.reason))",message="status.reason cannot change once Terminated"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || (has(self.status) && (has(self.status.settlement) == has(oldSelf.status.settlement)) && (!has(oldSelf.status.settlement) || self.status.settlement == oldSelf.status.settlement))",message="status.settlement cannot change once Terminated"
 
-// ResearchRun is the Schema for the researchruns API
+// ResearchRun is one research task for an agent: a goal, a pod template, a
+// budget with an output reserve, gates, recovery, and the user's stop request
+// and approvals. The operator alone decides its phase from the facts its
+// attempts report.
 type ResearchRun struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -70,11 +323,11 @@ type ResearchRun struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitzero"`
 
-	// spec defines the desired state of ResearchRun
+	// spec is the research task.
 	// +required
 	Spec ResearchRunSpec `json:"spec"`
 
-	// status defines the observed state of ResearchRun
+	// status is written only by the operator.
 	// +optional
 	Status ResearchRunStatus `json:"status,omitzero"`
 }

@@ -21,48 +21,332 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// EDIT THIS FILE!  THIS IS SCAFFOLDING FOR YOU TO OWN!
-// NOTE: json tags are required.  Any new fields you add must have json tags for the fields to be serialized.
+// Labels and environment the operator puts on attempt pods.
+const (
+	// LabelRun is the name of the ResearchRun, on RunAttempts, pods and report ConfigMaps.
+	LabelRun = "agentrun.dev/run"
+	// LabelAttempt is the attempt number, on RunAttempts and pods.
+	LabelAttempt = "agentrun.dev/attempt"
+	// LabelSession is the name of the Session, on RunAttempts and pods.
+	LabelSession = "agentrun.dev/session"
 
-// RunAttemptSpec defines the desired state of RunAttempt
-type RunAttemptSpec struct {
-	// INSERT ADDITIONAL SPEC FIELDS - desired state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-	// The following markers will use OpenAPI v3 schema to validate the value
-	// More info: https://book.kubebuilder.io/reference/markers/crd-validation.html
+	// EnvNamespace tells the agent its namespace.
+	EnvNamespace = "AGENTRUN_NAMESPACE"
+	// EnvRun tells the agent its ResearchRun's name.
+	EnvRun = "AGENTRUN_RUN"
+	// EnvAttempt tells the agent its attempt number.
+	EnvAttempt = "AGENTRUN_ATTEMPT"
+	// EnvRunAttempt tells the agent the name of its RunAttempt.
+	EnvRunAttempt = "AGENTRUN_RUNATTEMPT"
+)
 
-	// foo is an example field of RunAttempt. Edit runattempt_types.go to remove/update
+// Grant is the allowance of one attempt, in absolute counters of that attempt's
+// own usage. The SDK refuses any request beyond it (a local refusal, not a
+// failure). Usage reported above the grant is a PolicyViolation.
+type Grant struct {
+	// modelRequests the attempt may have made in total.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
-	Foo *string `json:"foo,omitempty"`
+	ModelRequests int64 `json:"modelRequests,omitempty"`
+	// toolCalls the attempt may have made in total.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ToolCalls int64 `json:"toolCalls,omitempty"`
+	// tokens the attempt may have used in total; unset means not budgeted.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Tokens *int64 `json:"tokens,omitempty"`
+	// finalizeOnly is true in Finalizing: only output work (publish, settle)
+	// from the reserve; research tools are refused.
+	// +optional
+	FinalizeOnly bool `json:"finalizeOnly,omitempty"`
 }
 
-// RunAttemptStatus defines the observed state of RunAttempt.
-type RunAttemptStatus struct {
-	// INSERT ADDITIONAL STATUS FIELD - define observed state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-
-	// For Kubernetes API conventions, see:
-	// https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#typical-status-properties
-
-	// conditions represent the current state of the RunAttempt resource.
-	// Each condition has a unique type and reflects the status of a specific aspect of the resource.
-	//
-	// Standard condition types include:
-	// - "Available": the resource is fully functional
-	// - "Progressing": the resource is being created or updated
-	// - "Degraded": the resource failed to reach or maintain its desired state
-	//
-	// The status of each condition is one of True, False, or Unknown.
-	// +listType=map
-	// +listMapKey=type
+// Directive is an instruction from the operator to the attempt.
+type Directive struct {
+	// type is Degrade (cheaper model, fewer tools) or Compress (compact context).
+	// +required
+	Type DirectiveType `json:"type"`
+	// gate is the limit the directive comes from.
+	// +required
+	Gate Gate `json:"gate"`
+	// message says how close the gate is, with numbers.
+	// +kubebuilder:validation:MaxLength=512
 	// +optional
-	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// PolicySnapshot is the part of the RuntimePolicy the agent needs, taken when
+// the attempt starts, so the pod never reads another object.
+type PolicySnapshot struct {
+	// name of the RuntimePolicy.
+	// +optional
+	Name string `json:"name,omitempty"`
+	// resolvedChain is the interceptor chain in the order to apply it.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	ResolvedChain []ResolvedInterceptor `json:"resolvedChain,omitempty"`
+	// tools is the tool catalogue.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Tools []Tool `json:"tools,omitempty"`
+	// autoApprove lists tools that run without confirmation in Auto mode.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	AutoApprove []string `json:"autoApprove,omitempty"`
+}
+
+// RunAttemptSpec is written only by the operator: everything the agent needs,
+// down the channel.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.podUID) || (has(self.podUID) && self.podUID == oldSelf.podUID)",message="spec.podUID is set once and cannot change"
+// +kubebuilder:validation:XValidation:rule="self.runName == oldSelf.runName && self.attempt == oldSelf.attempt",message="spec.runName and spec.attempt are immutable"
+type RunAttemptSpec struct {
+	// runName is the ResearchRun this attempt belongs to.
+	// +required
+	RunName string `json:"runName"`
+	// attempt is the attempt number, from 1.
+	// +kubebuilder:validation:Minimum=1
+	// +required
+	Attempt int32 `json:"attempt"`
+	// goal is the run's research task.
+	// +optional
+	Goal string `json:"goal,omitempty"`
+	// podName is the attempt pod's name.
+	// +optional
+	PodName string `json:"podName,omitempty"`
+	// podUID is the attempt pod's UID, set once the pod exists. Only a
+	// service-account token bound to this pod may write this attempt's status.
+	// +optional
+	PodUID string `json:"podUID,omitempty"`
+	// runPhase mirrors the run's phase, so the agent knows when it is
+	// Finalizing (output work only) or Terminated (stop).
+	// +optional
+	RunPhase Phase `json:"runPhase,omitempty"`
+	// superseded is true when a newer attempt replaced this one; its facts are
+	// still counted but cannot drive the run's phase.
+	// +optional
+	Superseded bool `json:"superseded,omitempty"`
+	// grant is the attempt's allowance.
+	// +optional
+	Grant Grant `json:"grant,omitzero"`
+	// directives the agent loop should obey.
+	// +kubebuilder:validation:MaxItems=10
+	// +listType=atomic
+	// +optional
+	Directives []Directive `json:"directives,omitempty"`
+	// mode is the session's current permission mode; updated when it changes,
+	// so a downgrade takes effect at once.
+	// +optional
+	Mode PermissionMode `json:"mode,omitempty"`
+	// policy is the snapshot of the RuntimePolicy taken when the attempt started.
+	// +optional
+	Policy PolicySnapshot `json:"policy,omitzero"`
+	// approvals copied from the run.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=atomic
+	// +optional
+	Approvals []Approval `json:"approvals,omitempty"`
+	// deadline is when the run's deadline passes.
+	// +optional
+	Deadline *metav1.Time `json:"deadline,omitempty"`
+	// heartbeatInterval is how often the agent must report heartbeatTime.
+	// +optional
+	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`
+}
+
+// CallCount counts one tool call fingerprint, for repeat detection.
+type CallCount struct {
+	// tool name.
+	// +required
+	Tool string `json:"tool"`
+	// fingerprint is a canonical hash of tool + arguments + context.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Fingerprint string `json:"fingerprint"`
+	// count of calls with this fingerprint.
+	// +kubebuilder:validation:Minimum=0
+	// +required
+	Count int64 `json:"count"`
+}
+
+// InFlightEffect is a write-ahead record of a side-effecting tool call: added
+// and persisted before the call is dispatched, removed with its outcome.
+type InFlightEffect struct {
+	// id of the call.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ID string `json:"id"`
+	// tool name.
+	// +required
+	Tool string `json:"tool"`
+	// effect of the tool.
+	// +required
+	Effect Effect `json:"effect"`
+	// idempotencyKey, when set, makes replaying the call safe; without one an
+	// attempt that fails with this record in flight is UnsafeToRecover.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	IdempotencyKey string `json:"idempotencyKey,omitempty"`
+	// startedAt is when the record was written.
+	// +optional
+	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+}
+
+// FaultScope says where a fault happened.
+// +kubebuilder:validation:Enum=Tool;Provider;Reviewer;Hook;Agent
+type FaultScope string
+
+const (
+	// FaultScopeTool: a tool call failed.
+	FaultScopeTool FaultScope = "Tool"
+	// FaultScopeProvider: the model provider failed or refused.
+	FaultScopeProvider FaultScope = "Provider"
+	// FaultScopeReviewer: a reviewer module failed or went stale.
+	FaultScopeReviewer FaultScope = "Reviewer"
+	// FaultScopeHook: a stop hook or other hook failed.
+	FaultScopeHook FaultScope = "Hook"
+	// FaultScopeAgent: the agent loop itself.
+	FaultScopeAgent FaultScope = "Agent"
+)
+
+// Fault is a counted local fault. Local faults change no phase unless escalated.
+type Fault struct {
+	// scope is where the fault happened.
+	// +required
+	Scope FaultScope `json:"scope"`
+	// kind is a short PascalCase cause, e.g. Timeout, QuotaExceeded.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Kind string `json:"kind"`
+	// retryable says whether the agent may retry.
+	// +optional
+	Retryable bool `json:"retryable,omitempty"`
+	// count of occurrences.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Count int64 `json:"count,omitempty"`
+	// lastMessage of the latest occurrence.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	LastMessage string `json:"lastMessage,omitempty"`
+	// escalated says the agent cannot handle it: the operator treats the
+	// attempt as failed.
+	// +optional
+	Escalated bool `json:"escalated,omitempty"`
+}
+
+// Advice is a counted advisory fact (reviewer, stop hook). Advice is recorded
+// and never blocks, delays or extends a run.
+type Advice struct {
+	// source of the advice, e.g. reviewer, stop-hook.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Source string `json:"source"`
+	// kind of advice, e.g. Continue, Block, NeedsChanged.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Kind string `json:"kind"`
+	// count of occurrences.
+	// +optional
+	Count int64 `json:"count,omitempty"`
+}
+
+// Publication is what the attempt durably delivered.
+type Publication struct {
+	// blocksPlanned is how many output blocks (e.g. report sections) the agent planned.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BlocksPlanned int32 `json:"blocksPlanned,omitempty"`
+	// blocksCommitted is how many were durably published.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	BlocksCommitted int32 `json:"blocksCommitted,omitempty"`
+	// settlement is what was delivered, set once publication settles.
+	// +optional
+	Settlement Settlement `json:"settlement,omitempty"`
+	// settled is true once the agent has persisted its settlement.
+	// +optional
+	Settled bool `json:"settled,omitempty"`
+	// location of the published output, e.g. configmap/<run>-report.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Location string `json:"location,omitempty"`
+}
+
+// RunAttemptStatus is the facts the attempt pod reports: a bounded reported
+// state, not a log. Only the pod bound to spec.podUID (or the operator) may
+// write it.
+type RunAttemptStatus struct {
+	// observedGeneration is the spec generation the agent last read.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// usage is the attempt's monotonic usage counters.
+	// +optional
+	Usage Usage `json:"usage,omitzero"`
+	// steps is the attempt's monotonic step counter.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Steps int64 `json:"steps,omitempty"`
+	// lastProgressStep is the last step that made progress.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	LastProgressStep int64 `json:"lastProgressStep,omitempty"`
+	// calls are the top fingerprints by count, for repeat detection.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Calls []CallCount `json:"calls,omitempty"`
+	// inFlight are write-ahead records of side-effecting calls under way.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	InFlight []InFlightEffect `json:"inFlight,omitempty"`
+	// faults are counted local faults.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Faults []Fault `json:"faults,omitempty"`
+	// advice are counted advisory facts.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=atomic
+	// +optional
+	Advice []Advice `json:"advice,omitempty"`
+	// awaitingApproval lists action ids the agent is waiting on.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=set
+	// +optional
+	AwaitingApproval []string `json:"awaitingApproval,omitempty"`
+	// finishProposed is true once the agent proposes to finish.
+	// +optional
+	FinishProposed bool `json:"finishProposed,omitempty"`
+	// publication is what was durably delivered.
+	// +optional
+	Publication Publication `json:"publication,omitzero"`
+	// checkpoint is an opaque resume token for a replacement attempt.
+	// +kubebuilder:validation:MaxLength=4096
+	// +optional
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// heartbeatTime is when the agent last reported it is alive.
+	// +optional
+	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
 }
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=ra,categories=agentrun
+// +kubebuilder:printcolumn:name="Run",type=string,JSONPath=`.spec.runName`
+// +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.spec.attempt`
+// +kubebuilder:printcolumn:name="Pod",type=string,JSONPath=`.spec.podName`
+// +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.steps`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.spec.runPhase`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// RunAttempt is the Schema for the runattempts API
+// RunAttempt is the two-way channel of one attempt of a ResearchRun: spec carries
+// grants and directives down (written by the operator), status carries facts up
+// (written by the attempt's pod). Named <run>-<attempt>, owned by the run.
 type RunAttempt struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -70,11 +354,11 @@ type RunAttempt struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitzero"`
 
-	// spec defines the desired state of RunAttempt
+	// spec is written only by the operator.
 	// +required
 	Spec RunAttemptSpec `json:"spec"`
 
-	// status defines the observed state of RunAttempt
+	// status is written only by the attempt's pod (or the operator).
 	// +optional
 	Status RunAttemptStatus `json:"status,omitzero"`
 }

@@ -21,38 +21,195 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// EDIT THIS FILE!  THIS IS SCAFFOLDING FOR YOU TO OWN!
-// NOTE: json tags are required.  Any new fields you add must have json tags for the fields to be serialized.
+// InterceptorRole declares what an interceptor does, so admission can check the
+// information dependencies between interceptors (the built-in assertions).
+// +kubebuilder:validation:Enum=Authentication;IdentityConsumer;Redaction;Audit;Logging;Custom
+type InterceptorRole string
 
-// RuntimePolicySpec defines the desired state of RuntimePolicy
-type RuntimePolicySpec struct {
-	// INSERT ADDITIONAL SPEC FIELDS - desired state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-	// The following markers will use OpenAPI v3 schema to validate the value
-	// More info: https://book.kubebuilder.io/reference/markers/crd-validation.html
+const (
+	// RoleAuthentication establishes the caller's identity. Must be Pre with an
+	// explicit terminating veto, and runs before every IdentityConsumer, Audit
+	// and Logging interceptor.
+	RoleAuthentication InterceptorRole = "Authentication"
+	// RoleIdentityConsumer reads the identity (e.g. rate limiting keyed by
+	// identity); it runs after Authentication or it counts everyone in one bucket.
+	RoleIdentityConsumer InterceptorRole = "IdentityConsumer"
+	// RoleRedaction removes sensitive content; it runs before Audit and Logging
+	// or the log itself becomes the leak.
+	RoleRedaction InterceptorRole = "Redaction"
+	// RoleAudit records who did what; runs after Redaction and Authentication.
+	RoleAudit InterceptorRole = "Audit"
+	// RoleLogging records requests; runs after Redaction and Authentication.
+	RoleLogging InterceptorRole = "Logging"
+	// RoleCustom has no built-in assertions.
+	RoleCustom InterceptorRole = "Custom"
+)
 
-	// foo is an example field of RuntimePolicy. Edit runtimepolicy_types.go to remove/update
+// Interceptor is one entry of the chain that runs around every model request and
+// tool call. The resolved order is (phase, priority, registration index):
+// registration order only breaks ties and carries no meaning.
+type Interceptor struct {
+	// name identifies the interceptor; the agent must register an implementation
+	// under this name or refuse to start.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9_.-]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// class says what the interceptor protects or provides. Security-class
+	// interceptors must fail closed (onError: Deny).
+	// +required
+	Class InterceptorClass `json:"class"`
+	// role declares what the interceptor does, for the built-in ordering assertions.
+	// +kubebuilder:default=Custom
 	// +optional
-	Foo *string `json:"foo,omitempty"`
+	Role InterceptorRole `json:"role,omitempty"`
+	// phase is when the interceptor runs: Pre, Around or Post.
+	// +required
+	Phase InterceptorPhase `json:"phase"`
+	// priority orders interceptors within a phase; lower runs first.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=1000
+	// +required
+	Priority int32 `json:"priority"`
+	// onError is the interceptor's own failure posture: Deny (fail closed) or
+	// Allow (fail open: log, count, continue). There is no chain-wide catch-all.
+	// +required
+	OnError Posture `json:"onError"`
+	// veto says whether the interceptor may end the call. Required (true or
+	// false, explicitly) for Pre interceptors.
+	// +optional
+	Veto *bool `json:"veto,omitempty"`
+	// requires lists interceptors this one must run after (it consumes what
+	// they produce).
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Requires []string `json:"requires,omitempty"`
+	// before asserts that this interceptor runs before each named one.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	Before []string `json:"before,omitempty"`
+	// after asserts that this interceptor runs after each named one.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=set
+	// +optional
+	After []string `json:"after,omitempty"`
+	// buffered says that an Allow-posture interceptor buffers its output locally
+	// and resends it, so an error loses nothing (audit).
+	// +optional
+	Buffered bool `json:"buffered,omitempty"`
 }
 
-// RuntimePolicyStatus defines the observed state of RuntimePolicy.
+// QueuePolicy bounds a session's queue.
+type QueuePolicy struct {
+	// defaultLimit is the queue limit of a Session that sets none: how many runs
+	// may wait behind the active one.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=100
+	// +optional
+	DefaultLimit int32 `json:"defaultLimit,omitempty"`
+	// maxLimit is the largest queue limit a Session may set.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:default=1000
+	// +optional
+	MaxLimit int32 `json:"maxLimit,omitempty"`
+	// defaultTimeout is how long a run may wait in the queue of a Session that
+	// sets none.
+	// +kubebuilder:default="30m"
+	// +optional
+	DefaultTimeout *metav1.Duration `json:"defaultTimeout,omitempty"`
+	// maxTimeout is the longest queue timeout a Session may set.
+	// +kubebuilder:default="24h"
+	// +optional
+	MaxTimeout *metav1.Duration `json:"maxTimeout,omitempty"`
+}
+
+// RunLimits caps what a ResearchRun under this policy may ask for.
+type RunLimits struct {
+	// maxModelRequests caps spec.budget.modelRequests.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxModelRequests *int64 `json:"maxModelRequests,omitempty"`
+	// maxToolCalls caps spec.budget.toolCalls.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MaxToolCalls *int64 `json:"maxToolCalls,omitempty"`
+	// maxTokens caps spec.budget.tokens.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+	// maxDeadline caps spec.budget.deadline.
+	// +optional
+	MaxDeadline *metav1.Duration `json:"maxDeadline,omitempty"`
+	// maxSteps caps spec.gates.maxSteps.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxSteps *int32 `json:"maxSteps,omitempty"`
+	// maxAttempts caps spec.recovery.maxAttempts.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+}
+
+// RuntimePolicySpec is what a platform team allows: the interceptor chain, the
+// tool catalogue with risk, the permission-mode ceiling, queue defaults and caps.
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultMode) || !has(self.maxMode) || ['ReadOnly','Plan','Edit','Auto','Full'].indexOf(self.defaultMode) <= ['ReadOnly','Plan','Edit','Auto','Full'].indexOf(self.maxMode)",message="spec.defaultMode must not be above spec.maxMode"
+type RuntimePolicySpec struct {
+	// interceptors is the chain in registration order. The resolved order
+	// (status.resolvedChain) is (phase, priority, registration index).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Interceptors []Interceptor `json:"interceptors,omitempty"`
+	// tools is the catalogue of tools agents under this policy may call.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Tools []Tool `json:"tools,omitempty"`
+	// autoApprove lists tools that run without confirmation in Auto mode. A
+	// High-risk tool here is rejected: High risk is confirmed in every mode.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=set
+	// +optional
+	AutoApprove []string `json:"autoApprove,omitempty"`
+	// maxMode is the permission-mode ceiling for sessions under this policy.
+	// +kubebuilder:default=Edit
+	// +optional
+	MaxMode PermissionMode `json:"maxMode,omitempty"`
+	// defaultMode is the mode of a Session that sets none.
+	// +kubebuilder:default=Plan
+	// +optional
+	DefaultMode PermissionMode `json:"defaultMode,omitempty"`
+	// queue holds the queue defaults and bounds for sessions.
+	// +kubebuilder:default={}
+	// +optional
+	Queue QueuePolicy `json:"queue,omitzero"`
+	// limits caps the budgets, deadlines, gates and attempts of runs.
+	// +optional
+	Limits RunLimits `json:"limits,omitzero"`
+	// runnerServiceAccountName is the service account attempt pods run as.
+	// +kubebuilder:default=agentrun-runner
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	RunnerServiceAccountName string `json:"runnerServiceAccountName,omitempty"`
+}
+
+// RuntimePolicyStatus is the operator's view of a policy.
 type RuntimePolicyStatus struct {
-	// INSERT ADDITIONAL STATUS FIELD - define observed state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-
-	// For Kubernetes API conventions, see:
-	// https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#typical-status-properties
-
-	// conditions represent the current state of the RuntimePolicy resource.
-	// Each condition has a unique type and reflects the status of a specific aspect of the resource.
-	//
-	// Standard condition types include:
-	// - "Available": the resource is fully functional
-	// - "Progressing": the resource is being created or updated
-	// - "Degraded": the resource failed to reach or maintain its desired state
-	//
-	// The status of each condition is one of True, False, or Unknown.
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// resolvedChain is the interceptor chain in the order runtimes apply it.
+	// Runtimes never sort again.
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=atomic
+	// +optional
+	ResolvedChain []ResolvedInterceptor `json:"resolvedChain,omitempty"`
+	// conditions: Valid says whether the chain and catalogue pass validation.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -61,8 +218,14 @@ type RuntimePolicyStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=rp,categories=agentrun
+// +kubebuilder:printcolumn:name="Max Mode",type=string,JSONPath=`.spec.maxMode`
+// +kubebuilder:printcolumn:name="Valid",type=string,JSONPath=`.status.conditions[?(@.type=="Valid")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// RuntimePolicy is the Schema for the runtimepolicies API
+// RuntimePolicy is what a platform team allows agents to do: the interceptor
+// chain with a failure posture per interceptor, the tool catalogue with risk and
+// effect, the permission-mode ceiling, queue defaults and budget caps.
 type RuntimePolicy struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -70,11 +233,11 @@ type RuntimePolicy struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitzero"`
 
-	// spec defines the desired state of RuntimePolicy
+	// spec is the policy.
 	// +required
 	Spec RuntimePolicySpec `json:"spec"`
 
-	// status defines the observed state of RuntimePolicy
+	// status is written by the operator.
 	// +optional
 	Status RuntimePolicyStatus `json:"status,omitzero"`
 }

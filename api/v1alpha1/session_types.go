@@ -21,38 +21,116 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
-// EDIT THIS FILE!  THIS IS SCAFFOLDING FOR YOU TO OWN!
-// NOTE: json tags are required.  Any new fields you add must have json tags for the fields to be serialized.
+// Session annotations.
+const (
+	// AnnotationModeChange is stamped by the Session admission webhook on every
+	// mode switch: a JSON ModeChange (who, from, to, why, when) taken from the
+	// request's user info, never from the body. The operator moves it into
+	// status.modeHistory.
+	AnnotationModeChange = "agentrun.dev/mode-change"
+)
 
-// SessionSpec defines the desired state of Session
-type SessionSpec struct {
-	// INSERT ADDITIONAL SPEC FIELDS - desired state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-	// The following markers will use OpenAPI v3 schema to validate the value
-	// More info: https://book.kubebuilder.io/reference/markers/crd-validation.html
-
-	// foo is an example field of Session. Edit session_types.go to remove/update
+// SessionQueue overrides the policy's queue defaults, within its bounds.
+type SessionQueue struct {
+	// limit is how many runs may wait behind the active one; a run beyond it
+	// ends at once as Terminated/QueueFull. Defaults to the policy's
+	// queue.defaultLimit; may not exceed its queue.maxLimit.
+	// +kubebuilder:validation:Minimum=0
 	// +optional
-	Foo *string `json:"foo,omitempty"`
+	Limit *int32 `json:"limit,omitempty"`
+	// timeout is how long a run may wait; past it the run ends as
+	// Terminated/QueueTimeout. Defaults to the policy's queue.defaultTimeout;
+	// may not exceed its queue.maxTimeout.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
-// SessionStatus defines the observed state of Session.
+// SessionSpec is a conversation: runs of one session execute one at a time.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.mode) || !has(self.mode) || self.mode == oldSelf.mode || (has(self.modeChangeReason) && size(self.modeChangeReason) > 0 && (!has(oldSelf.modeChangeReason) || self.modeChangeReason != oldSelf.modeChangeReason))",message="spec.modeChangeReason: a permission-mode switch requires a new, non-empty reason"
+type SessionSpec struct {
+	// policyRef names the RuntimePolicy (same namespace) that governs this session.
+	// +required
+	PolicyRef LocalObjectReference `json:"policyRef"`
+	// mode is the session's current permission mode. Defaults to the policy's
+	// defaultMode; never above its maxMode. Each switch must come with a new
+	// modeChangeReason and is audited in status.modeHistory.
+	// +optional
+	Mode PermissionMode `json:"mode,omitempty"`
+	// modeChangeReason says why the mode was last switched. Required, and must
+	// change, with every switch of spec.mode.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	ModeChangeReason string `json:"modeChangeReason,omitempty"`
+	// queue overrides the policy's queue limit and timeout for this session.
+	// +optional
+	Queue SessionQueue `json:"queue,omitzero"`
+}
+
+// ModeChange is one audited permission-mode switch.
+type ModeChange struct {
+	// from is the mode before the switch.
+	// +optional
+	From PermissionMode `json:"from,omitempty"`
+	// to is the mode after the switch.
+	// +required
+	To PermissionMode `json:"to"`
+	// by is the user who made the switch, from the request's user info.
+	// +required
+	By string `json:"by"`
+	// reason is spec.modeChangeReason at the switch.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// time the switch was admitted.
+	// +required
+	Time metav1.Time `json:"time"`
+}
+
+// PhaseCounts counts a session's runs by phase.
+type PhaseCounts struct {
+	// queued runs (Pending or Queued).
+	// +optional
+	Queued int32 `json:"queued,omitempty"`
+	// running runs (Running or Recovering).
+	// +optional
+	Running int32 `json:"running,omitempty"`
+	// finalizing runs.
+	// +optional
+	Finalizing int32 `json:"finalizing,omitempty"`
+	// terminated runs.
+	// +optional
+	Terminated int32 `json:"terminated,omitempty"`
+}
+
+// SessionStatus is the operator's view of a session.
 type SessionStatus struct {
-	// INSERT ADDITIONAL STATUS FIELD - define observed state of cluster
-	// Important: Run "make" to regenerate code after modifying this file
-
-	// For Kubernetes API conventions, see:
-	// https://github.com/kubernetes/community/blob/master/contributors/devel/sig-architecture/api-conventions.md#typical-status-properties
-
-	// conditions represent the current state of the Session resource.
-	// Each condition has a unique type and reflects the status of a specific aspect of the resource.
-	//
-	// Standard condition types include:
-	// - "Available": the resource is fully functional
-	// - "Progressing": the resource is being created or updated
-	// - "Degraded": the resource failed to reach or maintain its desired state
-	//
-	// The status of each condition is one of True, False, or Unknown.
+	// observedGeneration is the spec generation this status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// mode is the effective permission mode (spec.mode, or the policy's default).
+	// +optional
+	Mode PermissionMode `json:"mode,omitempty"`
+	// activeRun is the run that holds the session. Runs claim it with a
+	// resourceVersion precondition, so at most one holds it.
+	// +optional
+	ActiveRun string `json:"activeRun,omitempty"`
+	// queuedRuns are the first waiting runs in order (at most 20; see queuedCount).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	QueuedRuns []string `json:"queuedRuns,omitempty"`
+	// queuedCount is the number of waiting runs.
+	// +optional
+	QueuedCount int32 `json:"queuedCount,omitempty"`
+	// runs counts the session's runs by phase.
+	// +optional
+	Runs PhaseCounts `json:"runs,omitzero"`
+	// modeHistory is the audit trail of permission-mode switches, newest last
+	// (the last 20).
+	// +kubebuilder:validation:MaxItems=20
+	// +listType=atomic
+	// +optional
+	ModeHistory []ModeChange `json:"modeHistory,omitempty"`
+	// conditions: Ready says whether the session's policy exists and is valid.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -61,8 +139,16 @@ type SessionStatus struct {
 
 // +kubebuilder:object:root=true
 // +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=sess,categories=agentrun
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.status.mode`
+// +kubebuilder:printcolumn:name="Active",type=string,JSONPath=`.status.activeRun`
+// +kubebuilder:printcolumn:name="Queued",type=integer,JSONPath=`.status.queuedCount`
+// +kubebuilder:printcolumn:name="Policy",type=string,JSONPath=`.spec.policyRef.name`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 
-// Session is the Schema for the sessions API
+// Session is a conversation with an agent: its ResearchRuns execute one at a
+// time in creation order behind a bounded, timed queue, under a permission mode
+// whose every switch is audited.
 type Session struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -70,11 +156,11 @@ type Session struct {
 	// +optional
 	metav1.ObjectMeta `json:"metadata,omitzero"`
 
-	// spec defines the desired state of Session
+	// spec is the session's desired state.
 	// +required
 	Spec SessionSpec `json:"spec"`
 
-	// status defines the observed state of Session
+	// status is written by the operator.
 	// +optional
 	Status SessionStatus `json:"status,omitzero"`
 }

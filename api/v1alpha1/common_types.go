@@ -1,0 +1,365 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Phase is where a ResearchRun is in its life. Only the ResearchRun reconciler
+// (the termination owner) writes it; the API server refuses a write that leaves
+// Terminated or that goes from Finalizing back to an earlier phase.
+// +kubebuilder:validation:Enum=Pending;Queued;Running;Recovering;Finalizing;Terminated
+type Phase string
+
+const (
+	// PhasePending: accepted, not yet placed in its session's queue.
+	PhasePending Phase = "Pending"
+	// PhaseQueued: waiting for its session; another run of the session is active.
+	PhaseQueued Phase = "Queued"
+	// PhaseRunning: an attempt pod is working from the working allowance.
+	PhaseRunning Phase = "Running"
+	// PhaseRecovering: the previous attempt failed with nothing unsafe in flight;
+	// a new attempt is being started with the same run identity and ledger.
+	PhaseRecovering Phase = "Recovering"
+	// PhaseFinalizing: one-way; the attempt may only do output work (publish,
+	// settle) from the output reserve. Entered at most once.
+	PhaseFinalizing Phase = "Finalizing"
+	// PhaseTerminated: absorbing; the attempt pod has stopped and reason and
+	// settlement are final.
+	PhaseTerminated Phase = "Terminated"
+)
+
+// IsActive reports whether a run in this phase holds its session.
+func (p Phase) IsActive() bool {
+	return p == PhaseRunning || p == PhaseRecovering || p == PhaseFinalizing
+}
+
+// Reason says why a run is finalizing or why it ended.
+// +kubebuilder:validation:Enum=Completed;Cancelled;BudgetExhausted;DeadlineExceeded;StepLimit;RepeatedCall;NoProgress;UnsafeToRecover;RecoveryExhausted;PolicyViolation;QueueFull;QueueTimeout;AgentFailed
+type Reason string
+
+const (
+	// ReasonCompleted: the agent proposed finish and publication settled.
+	ReasonCompleted Reason = "Completed"
+	// ReasonCancelled: spec.stop was Cancel (or the session was deleted); no
+	// finalization model call was made.
+	ReasonCancelled Reason = "Cancelled"
+	// ReasonBudgetExhausted: the working budget (budget minus output reserve) was used up.
+	ReasonBudgetExhausted Reason = "BudgetExhausted"
+	// ReasonDeadlineExceeded: spec.budget.deadline passed.
+	ReasonDeadlineExceeded Reason = "DeadlineExceeded"
+	// ReasonStepLimit: spec.gates.maxSteps was reached.
+	ReasonStepLimit Reason = "StepLimit"
+	// ReasonRepeatedCall: one tool call fingerprint reached spec.gates.sameCallLimit.
+	ReasonRepeatedCall Reason = "RepeatedCall"
+	// ReasonNoProgress: spec.gates.noProgressLimit steps passed without progress.
+	ReasonNoProgress Reason = "NoProgress"
+	// ReasonUnsafeToRecover: an attempt failed while a side effect without an
+	// idempotency key was in flight; its outcome is unknown, so it is never replayed.
+	ReasonUnsafeToRecover Reason = "UnsafeToRecover"
+	// ReasonRecoveryExhausted: attempts failed spec.recovery.maxAttempts times.
+	ReasonRecoveryExhausted Reason = "RecoveryExhausted"
+	// ReasonPolicyViolation: the agent reported usage above its grant, or a
+	// monotonic counter went backwards.
+	ReasonPolicyViolation Reason = "PolicyViolation"
+	// ReasonQueueFull: the session's queue was at its limit when the run arrived.
+	ReasonQueueFull Reason = "QueueFull"
+	// ReasonQueueTimeout: the run waited in its session's queue longer than the timeout.
+	ReasonQueueTimeout Reason = "QueueTimeout"
+	// ReasonAgentFailed: the attempt could not be started or failed in a way no
+	// other reason describes.
+	ReasonAgentFailed Reason = "AgentFailed"
+)
+
+// Settlement says what was durably delivered, as persisted by the attempt pod.
+// +kubebuilder:validation:Enum=Complete;Partial;None
+type Settlement string
+
+const (
+	// SettlementComplete: every planned output block was durably published.
+	SettlementComplete Settlement = "Complete"
+	// SettlementPartial: some, not all, planned output blocks were durably published.
+	SettlementPartial Settlement = "Partial"
+	// SettlementNone: nothing was durably published.
+	SettlementNone Settlement = "None"
+)
+
+// PermissionMode is a Session's permission level for tool calls, from least to
+// most permissive.
+// +kubebuilder:validation:Enum=ReadOnly;Plan;Edit;Auto;Full
+type PermissionMode string
+
+const (
+	// ModeReadOnly allows only tools whose effect is None.
+	ModeReadOnly PermissionMode = "ReadOnly"
+	// ModePlan allows tools whose effect is None (search, read, preview); nothing that writes.
+	ModePlan PermissionMode = "Plan"
+	// ModeEdit allows writes, each confirmed by an approval.
+	ModeEdit PermissionMode = "Edit"
+	// ModeAuto runs the policy's autoApprove tools without confirmation and confirms the rest.
+	ModeAuto PermissionMode = "Auto"
+	// ModeFull needs no confirmation, except for High-risk tools, which are confirmed in every mode.
+	ModeFull PermissionMode = "Full"
+)
+
+// Rank orders permission modes from least (0) to most permissive; -1 if unknown.
+func (m PermissionMode) Rank() int {
+	switch m {
+	case ModeReadOnly:
+		return 0
+	case ModePlan:
+		return 1
+	case ModeEdit:
+		return 2
+	case ModeAuto:
+		return 3
+	case ModeFull:
+		return 4
+	}
+	return -1
+}
+
+// Risk is a tool's risk level.
+// +kubebuilder:validation:Enum=Low;Medium;High
+type Risk string
+
+const (
+	// RiskLow: reversible, local effect.
+	RiskLow Risk = "Low"
+	// RiskMedium: effect visible to others but recoverable.
+	RiskMedium Risk = "Medium"
+	// RiskHigh: irreversible or externally visible; confirmed in every permission mode.
+	RiskHigh Risk = "High"
+)
+
+// Effect is what a tool call changes outside the agent.
+// +kubebuilder:validation:Enum=None;Write;External
+type Effect string
+
+const (
+	// EffectNone: reads only (search, read, preview).
+	EffectNone Effect = "None"
+	// EffectWrite: writes state the run owns (notes, scratch files).
+	EffectWrite Effect = "Write"
+	// EffectExternal: changes the world outside the run (publish, send, pay).
+	EffectExternal Effect = "External"
+)
+
+// InterceptorClass says what an interceptor protects or provides.
+// +kubebuilder:validation:Enum=Security;Observability;Resource
+type InterceptorClass string
+
+const (
+	// ClassSecurity: authentication, authorization, redaction. Must fail closed.
+	ClassSecurity InterceptorClass = "Security"
+	// ClassObservability: logging, audit, tracing, metrics.
+	ClassObservability InterceptorClass = "Observability"
+	// ClassResource: rate limiting, quotas, caching.
+	ClassResource InterceptorClass = "Resource"
+)
+
+// InterceptorPhase says when an interceptor runs around a model request or tool call.
+// +kubebuilder:validation:Enum=Pre;Around;Post
+type InterceptorPhase string
+
+const (
+	// InterceptorPre runs before the call and may veto it.
+	InterceptorPre InterceptorPhase = "Pre"
+	// InterceptorAround wraps the call and must release what it holds on every path.
+	InterceptorAround InterceptorPhase = "Around"
+	// InterceptorPost runs after the call with its outcome.
+	InterceptorPost InterceptorPhase = "Post"
+)
+
+// Posture is what happens when an interceptor itself errors.
+// +kubebuilder:validation:Enum=Deny;Allow
+type Posture string
+
+const (
+	// PostureDeny (fail closed): the call is denied, naming the interceptor.
+	PostureDeny Posture = "Deny"
+	// PostureAllow (fail open): the error is logged and counted and the chain continues.
+	PostureAllow Posture = "Allow"
+)
+
+// StopRequest is a user's request to end a run.
+// +kubebuilder:validation:Enum=Cancel;Finalize
+type StopRequest string
+
+const (
+	// StopCancel ends the run at once: grant zero, pod deleted, no finalization.
+	StopCancel StopRequest = "Cancel"
+	// StopFinalize asks the run to wrap up with what it has, from the output reserve.
+	StopFinalize StopRequest = "Finalize"
+)
+
+// ApprovalDecision is a user's answer to an action that needs confirmation.
+// +kubebuilder:validation:Enum=Approve;Deny
+type ApprovalDecision string
+
+const (
+	// DecisionApprove lets the action run.
+	DecisionApprove ApprovalDecision = "Approve"
+	// DecisionDeny refuses the action; the agent records a local refusal and goes on.
+	DecisionDeny ApprovalDecision = "Deny"
+)
+
+// DirectiveType is an instruction from the operator to the attempt.
+// +kubebuilder:validation:Enum=Degrade;Compress
+type DirectiveType string
+
+const (
+	// DirectiveDegrade: switch to a cheaper model and fewer tools.
+	DirectiveDegrade DirectiveType = "Degrade"
+	// DirectiveCompress: compact the context.
+	DirectiveCompress DirectiveType = "Compress"
+)
+
+// Gate names the limit a directive or a finalization came from.
+// +kubebuilder:validation:Enum=Budget;Deadline;Steps;SameCall;NoProgress
+type Gate string
+
+const (
+	// GateBudget is the working budget (budget minus output reserve).
+	GateBudget Gate = "Budget"
+	// GateDeadline is spec.budget.deadline.
+	GateDeadline Gate = "Deadline"
+	// GateSteps is spec.gates.maxSteps.
+	GateSteps Gate = "Steps"
+	// GateSameCall is spec.gates.sameCallLimit.
+	GateSameCall Gate = "SameCall"
+	// GateNoProgress is spec.gates.noProgressLimit.
+	GateNoProgress Gate = "NoProgress"
+)
+
+// Condition types on ResearchRun.
+const (
+	// ConditionReady is True while the run is Running and healthy, and when it
+	// terminated Completed; False otherwise. kstatus-compatible.
+	ConditionReady = "Ready"
+	// ConditionSucceeded is True only for Terminated/Completed with settlement Complete.
+	ConditionSucceeded = "Succeeded"
+	// ConditionFinalizing is True while the run finalizes from its output reserve.
+	ConditionFinalizing = "Finalizing"
+	// ConditionRecovering is True while a failed attempt is being replaced.
+	ConditionRecovering = "Recovering"
+	// ConditionValid is True when a RuntimePolicy's chain and catalogue pass validation.
+	ConditionValid = "Valid"
+)
+
+// Usage is a set of counters in the budget's units.
+type Usage struct {
+	// modelRequests is the number of model (LLM) requests.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ModelRequests int64 `json:"modelRequests,omitempty"`
+	// toolCalls is the number of tool calls.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ToolCalls int64 `json:"toolCalls,omitempty"`
+	// tokens is the number of model tokens (prompt plus completion).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Tokens int64 `json:"tokens,omitempty"`
+}
+
+// LocalObjectReference names an object in the same namespace.
+type LocalObjectReference struct {
+	// name of the referent.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+}
+
+// Tool is an entry of a RuntimePolicy's tool catalogue.
+type Tool struct {
+	// name is the tool's identifier as the agent calls it, e.g. "http.get".
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._-]*$`
+	// +required
+	Name string `json:"name"`
+	// risk is the tool's risk level; High-risk calls are confirmed in every mode.
+	// +required
+	Risk Risk `json:"risk"`
+	// effect is what a call changes outside the agent.
+	// +required
+	Effect Effect `json:"effect"`
+	// idempotent declares that repeating a call with the same idempotency key
+	// has the effect of one call. An in-flight call of an idempotent tool does
+	// not prevent recovery.
+	// +optional
+	Idempotent bool `json:"idempotent,omitempty"`
+	// description is shown to the model and to approvers.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Description string `json:"description,omitempty"`
+}
+
+// ResolvedInterceptor is one entry of a resolved interceptor chain, in the order
+// runtimes apply it.
+type ResolvedInterceptor struct {
+	// name of the interceptor.
+	// +required
+	Name string `json:"name"`
+	// class of the interceptor.
+	// +required
+	Class InterceptorClass `json:"class"`
+	// phase of the interceptor.
+	// +required
+	Phase InterceptorPhase `json:"phase"`
+	// priority of the interceptor within its phase; lower runs first.
+	// +required
+	Priority int32 `json:"priority"`
+	// onError is the interceptor's posture when it errors.
+	// +required
+	OnError Posture `json:"onError"`
+	// veto is true when the interceptor may end the call (Pre interceptors).
+	// +optional
+	Veto bool `json:"veto,omitempty"`
+	// registrationIndex is the interceptor's position in spec.interceptors; it
+	// only breaks ties of equal phase and priority.
+	// +required
+	RegistrationIndex int32 `json:"registrationIndex"`
+}
+
+// Approval is a user's answer to an action that needs confirmation.
+type Approval struct {
+	// actionID is the id of the action the agent asked approval for (see
+	// RunAttempt status.awaitingApproval).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ActionID string `json:"actionID"`
+	// decision is Approve or Deny.
+	// +required
+	Decision ApprovalDecision `json:"decision"`
+	// comment is shown to the agent and kept for audit.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Comment string `json:"comment,omitempty"`
+	// approver is the user who made the decision. Stamped by the admission
+	// webhook from the request's user info; a request that sets it is rejected.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	Approver string `json:"approver,omitempty"`
+	// time the decision was admitted. Stamped by the admission webhook.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
