@@ -1,7 +1,7 @@
 # Image URL to use all building/pushing image targets
 IMG ?= controller:latest
 # YEAR defines the year value used for substituting the YEAR placeholder in the boilerplate header.
-YEAR ?= $(shell date +%Y)
+YEAR ?= 2026
 
 # Get the currently used golang install path (in GOPATH/bin, unless GOBIN is set)
 ifeq (,$(shell go env GOBIN))
@@ -60,8 +60,24 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: manifests generate fmt vet setup-envtest ## Run tests.
-	KUBEBUILDER_ASSETS="$(shell "$(ENVTEST)" use $(ENVTEST_K8S_VERSION) --bin-dir "$(LOCALBIN)" -p path)" go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
+test: manifests generate fmt vet envtest-assets ## Run unit and envtest suites (builds the envtest toolchain on first use).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
+
+.PHONY: fuzz
+fuzz: ## Run every Go fuzz target for FUZZTIME each (default 60s).
+	@hack/fuzz.sh $(FUZZTIME)
+
+FUZZTIME ?= 60s
+
+.PHONY: verify
+verify: manifests generate ## Regenerate everything, fail on drift; go vet; golangci-lint.
+	@git diff --exit-code -- api config PROJECT || { \
+		echo "Generated files are out of date: run 'make manifests generate' and commit the result."; exit 1; }
+	@test -z "$$(git status --porcelain -- api config)" || { \
+		echo "Untracked generated files:"; git status --porcelain -- api config; exit 1; }
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+	go vet ./...
+	$(MAKE) lint
 
 # TODO(user): To use a different vendor for e2e tests, modify the setup under 'tests/e2e'.
 # The default setup assumes Kind is pre-installed and builds/loads the Manager Docker image locally.
@@ -196,15 +212,13 @@ GOLANGCI_LINT = $(LOCALBIN)/golangci-lint
 KUSTOMIZE_VERSION ?= v5.8.1
 CONTROLLER_TOOLS_VERSION ?= v0.22.0
 
-#ENVTEST_VERSION is the controller-runtime version to use for setup-envtest, derived from go.mod
-ENVTEST_VERSION ?= $(shell v='$(call gomodver,sigs.k8s.io/controller-runtime)'; \
-  [ -n "$$v" ] || { echo "Set ENVTEST_VERSION manually (controller-runtime replace has no tag)" >&2; exit 1; }; \
-  printf '%s\n' "$$v")
+#ENVTEST_VERSION is the version of the setup-envtest module (tagged separately from controller-runtime).
+ENVTEST_VERSION ?= v0.25.1
 
 #ENVTEST_K8S_VERSION is the version of Kubernetes to use for setting up ENVTEST binaries (i.e. 1.31)
 ENVTEST_K8S_VERSION ?= $(shell v='$(call gomodver,k8s.io/api)'; \
   [ -n "$$v" ] || { echo "Set ENVTEST_K8S_VERSION manually (k8s.io/api replace has no tag)" >&2; exit 1; }; \
-  printf '%s\n' "$$v" | sed -E 's/^v?[0-9]+\.([0-9]+).*/1.\1/')
+  printf '%s\n' "$$v" | sed -E 's/^v?0\.([0-9]+\.[0-9]+).*/1.\1/')
 
 GOLANGCI_LINT_VERSION ?= v2.13.1
 .PHONY: kustomize
@@ -218,12 +232,12 @@ $(CONTROLLER_GEN): $(LOCALBIN)
 	$(call go-install-tool,$(CONTROLLER_GEN),sigs.k8s.io/controller-tools/cmd/controller-gen,$(CONTROLLER_TOOLS_VERSION))
 
 .PHONY: setup-envtest
-setup-envtest: envtest ## Download the binaries required for ENVTEST in the local bin directory.
-	@echo "Setting up envtest binaries for Kubernetes version $(ENVTEST_K8S_VERSION)..."
-	@"$(ENVTEST)" use $(ENVTEST_K8S_VERSION) --bin-dir "$(LOCALBIN)" -p path || { \
-		echo "Error: Failed to set up envtest binaries for version $(ENVTEST_K8S_VERSION)."; \
-		exit 1; \
-	}
+setup-envtest: envtest-assets ## Alias of envtest-assets.
+
+.PHONY: envtest-assets
+envtest-assets: ## Make kube-apiserver, etcd and kubectl available: setup-envtest's store, its download, or a build from Go modules.
+	@-$(MAKE) --no-print-directory envtest >/dev/null 2>&1 || echo "setup-envtest is not installable here; building the toolchain from Go modules"
+	@echo "envtest binaries: $$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))"
 
 .PHONY: envtest
 envtest: $(ENVTEST) ## Download setup-envtest locally if necessary.

@@ -47,7 +47,7 @@ fi
 # 2. setup-envtest, the usual path where the internet is reachable.
 if [[ -x "$SETUP_ENVTEST" ]]; then
 	log "trying setup-envtest for Kubernetes $K8S_VERSION"
-	if path="$(timeout 120 "$SETUP_ENVTEST" use "$K8S_VERSION" -p path 2>/dev/null)" && have_all "$path"; then
+	if path="$(timeout 60 "$SETUP_ENVTEST" use "$K8S_VERSION" -p path 2>/dev/null)" && have_all "$path"; then
 		echo "$path"
 		exit 0
 	fi

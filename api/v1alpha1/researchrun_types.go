@@ -80,7 +80,7 @@ type Budget struct {
 // ends the run: past degradeAtPercent of a limit the operator publishes a
 // Degrade directive, past compressAtPercent a Compress directive, and at the
 // limit the run finalizes from the reserve.
-// +kubebuilder:validation:XValidation:rule="self.degradeAtPercent <= self.compressAtPercent",message="spec.gates.degradeAtPercent must not exceed spec.gates.compressAtPercent"
+// +kubebuilder:validation:XValidation:rule="!has(self.degradeAtPercent) || !has(self.compressAtPercent) || self.degradeAtPercent <= self.compressAtPercent",message="spec.gates.degradeAtPercent must not exceed spec.gates.compressAtPercent"
 type Gates struct {
 	// maxSteps is the most agent-loop steps the run may take (StepLimit).
 	// +kubebuilder:validation:Minimum=1
@@ -139,8 +139,10 @@ type Recovery struct {
 
 // ResearchRunSpec is one research task. Immutable after creation except stop
 // and approvals.
-// +kubebuilder:validation:XValidation:rule="self.sessionRef == oldSelf.sessionRef && self.goal == oldSelf.goal && self.budget == oldSelf.budget && self.gates == oldSelf.gates && self.recovery == oldSelf.recovery",message="spec is immutable after creation except spec.stop and spec.approvals"
-// +kubebuilder:validation:XValidation:rule="self.template == oldSelf.template",message="spec.template is immutable after creation"
+// +kubebuilder:validation:XValidation:rule="self.sessionRef.name == oldSelf.sessionRef.name && self.goal == oldSelf.goal",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="self.budget.modelRequests == oldSelf.budget.modelRequests && self.budget.toolCalls == oldSelf.budget.toolCalls && self.budget.?tokens.orValue(0) == oldSelf.budget.?tokens.orValue(0) && self.budget.?outputReserve.?modelRequests.orValue(0) == oldSelf.budget.?outputReserve.?modelRequests.orValue(0) && self.budget.?outputReserve.?toolCalls.orValue(0) == oldSelf.budget.?outputReserve.?toolCalls.orValue(0) && self.budget.?outputReserve.?tokens.orValue(0) == oldSelf.budget.?outputReserve.?tokens.orValue(0) && duration(self.budget.?deadline.orValue('0s')) == duration(oldSelf.budget.?deadline.orValue('0s')) && duration(self.budget.?finalizationGrace.orValue('0s')) == duration(oldSelf.budget.?finalizationGrace.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="self.?gates.?maxSteps.orValue(0) == oldSelf.?gates.?maxSteps.orValue(0) && self.?gates.?sameCallLimit.orValue(0) == oldSelf.?gates.?sameCallLimit.orValue(0) && self.?gates.?noProgressLimit.orValue(0) == oldSelf.?gates.?noProgressLimit.orValue(0) && self.?gates.?degradeAtPercent.orValue(0) == oldSelf.?gates.?degradeAtPercent.orValue(0) && self.?gates.?compressAtPercent.orValue(0) == oldSelf.?gates.?compressAtPercent.orValue(0)",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="self.?recovery.?maxAttempts.orValue(0) == oldSelf.?recovery.?maxAttempts.orValue(0) && duration(self.?recovery.?backoff.orValue('0s')) == duration(oldSelf.?recovery.?backoff.orValue('0s')) && duration(self.?recovery.?heartbeatInterval.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatInterval.orValue('0s')) && duration(self.?recovery.?heartbeatTimeout.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatTimeout.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && (self.stop == oldSelf.stop || self.stop == 'Cancel'))",message="spec.stop cannot be removed once set, and may only change from Finalize to Cancel"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || (has(self.approvals) && size(self.approvals) >= size(oldSelf.approvals) && self.approvals.slice(0, size(oldSelf.approvals)) == oldSelf.approvals)",message="spec.approvals is append-only: existing approvals cannot be changed, reordered or removed"
 type ResearchRunSpec struct {
@@ -158,7 +160,9 @@ type ResearchRunSpec struct {
 	// policy's runner service account, and tells it its run and attempt in env.
 	// The schema is kept open here (a full PodTemplateSpec schema would make the
 	// CRD too large for client-side apply); the admission webhook decodes it
-	// strictly and rejects unknown fields.
+	// strictly, rejects unknown fields, and keeps the template immutable by
+	// semantic comparison (a CEL equality would refuse a Go client's harmless
+	// re-serialisation, such as an added "resources: {}").
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object

@@ -155,7 +155,7 @@ type RunLimits struct {
 
 // RuntimePolicySpec is what a platform team allows: the interceptor chain, the
 // tool catalogue with risk, the permission-mode ceiling, queue defaults and caps.
-// +kubebuilder:validation:XValidation:rule="!has(self.defaultMode) || !has(self.maxMode) || ['ReadOnly','Plan','Edit','Auto','Full'].indexOf(self.defaultMode) <= ['ReadOnly','Plan','Edit','Auto','Full'].indexOf(self.maxMode)",message="spec.defaultMode must not be above spec.maxMode"
+// +kubebuilder:validation:XValidation:rule="!has(self.defaultMode) || !has(self.maxMode) || self.maxMode == 'Full' || (self.maxMode == 'Auto' && self.defaultMode != 'Full') || (self.maxMode == 'Edit' && self.defaultMode in ['ReadOnly', 'Plan', 'Edit']) || (self.maxMode == 'Plan' && self.defaultMode in ['ReadOnly', 'Plan']) || self.defaultMode == 'ReadOnly'",message="spec.defaultMode must not be above spec.maxMode"
 type RuntimePolicySpec struct {
 	// interceptors is the chain in registration order. The resolved order
 	// (status.resolvedChain) is (phase, priority, registration index).

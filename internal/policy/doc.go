@@ -1,0 +1,35 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package policy owns the operator-side reading of a RuntimePolicy: the one
+// resolved order of its interceptor chain (Resolve) and the admission rules
+// that reject a chain or tool catalogue that would fail silently at run time
+// (Validate).
+//
+// The order is decided by (phase, priority, registration index) and nothing
+// else: Pre runs before Around before Post, lower priority first within a
+// phase, and registration order only breaks ties. Runtimes apply the resolved
+// order exactly and never sort again. The ordering constraints an interceptor
+// declares (requires, before, after) and the built-in assertions derived from
+// roles never reorder the chain: they are assertions that Validate checks
+// against the resolved order, so that a wrong order fails at admission rather
+// than silently at run time (rate limiting every caller in one bucket because
+// it ran before authentication, auditing content before it was redacted).
+//
+// Both functions are pure. The RuntimePolicy validating webhook calls Validate
+// and rejects on any error; the RuntimePolicy controller writes Resolve's
+// output to status.resolvedChain and Validate's verdict to the Valid condition.
+package policy

@@ -1,0 +1,57 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package permission_test
+
+import (
+	"fmt"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/permission"
+)
+
+func ExampleEvaluate() {
+	autoApprove := []string{"notes.write"}
+	tools := []v1alpha1.Tool{
+		{Name: "web.search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
+		{Name: "notes.write", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectWrite},
+		{Name: "mail.send", Risk: v1alpha1.RiskMedium, Effect: v1alpha1.EffectExternal},
+		{Name: "report.publish", Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
+	}
+	for _, mode := range []v1alpha1.PermissionMode{v1alpha1.ModePlan, v1alpha1.ModeAuto} {
+		for _, tool := range tools {
+			r := permission.Evaluate(mode, tool, autoApprove)
+			fmt.Printf("%-7s %s\n", r.Verdict, r.Reason)
+		}
+	}
+	// Output:
+	// Allow   mode Plan allows tool "web.search" (risk Low, effect None): effect None only reads, which every mode allows
+	// Deny    mode Plan denies tool "notes.write" (risk Low, effect Write): Plan allows search, read and preview (effect None), nothing that writes
+	// Deny    mode Plan denies tool "mail.send" (risk Medium, effect External): Plan allows search, read and preview (effect None), nothing that writes
+	// Deny    mode Plan denies tool "report.publish" (risk High, effect External): Plan allows search, read and preview (effect None), nothing that writes
+	// Allow   mode Auto allows tool "web.search" (risk Low, effect None): effect None only reads, which every mode allows
+	// Allow   mode Auto allows tool "notes.write" (risk Low, effect Write): Auto runs the tools the policy's autoApprove list names
+	// Confirm mode Auto requires confirmation for tool "mail.send" (risk Medium, effect External): Auto confirms every write the policy's autoApprove list does not name
+	// Confirm mode Auto requires confirmation for tool "report.publish" (risk High, effect External): High risk is confirmed in every mode
+}
+
+func ExampleModeAllowed() {
+	fmt.Println(permission.ModeAllowed(v1alpha1.ModeAuto, v1alpha1.ModeEdit))
+	fmt.Println(permission.ModeAllowed(v1alpha1.ModePlan, v1alpha1.ModeEdit))
+	// Output:
+	// false
+	// true
+}
