@@ -18,46 +18,564 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	agentrunv1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/lifecycle"
+	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
-// ResearchRunReconciler reconciles a ResearchRun object
-type ResearchRunReconciler struct {
-	client.Client
-	Scheme *runtime.Scheme
+// errClaimLost says another run won the session claim in this pass.
+var errClaimLost = errors.New("another run claimed the session first")
+
+// conflictRetry is how soon a pass that lost an optimistic-concurrency race
+// runs again, from fresh cache contents.
+const conflictRetry = 100 * time.Millisecond
+
+// requeueOnConflict turns a conflict (someone wrote the object since the cache
+// showed it) into a quiet, quick retry; other errors go to the rate limiter.
+func requeueOnConflict(err error) (ctrl.Result, error) {
+	if apierrors.IsConflict(err) {
+		return ctrl.Result{RequeueAfter: conflictRetry}, nil
+	}
+	return ctrl.Result{}, err
 }
 
-// +kubebuilder:rbac:groups=agentrun.dev,resources=researchruns,verbs=get;list;watch;create;update;patch;delete
+// DefaultRunnerServiceAccount is the service account attempt pods run as when
+// the policy names none.
+const DefaultRunnerServiceAccount = "agentrun-runner"
+
+// ResearchRunReconciler is the termination owner: the only code that writes a
+// ResearchRun's phase. It gathers the run, its RunAttempts and the current
+// attempt's pod, asks internal/lifecycle for a decision, and applies it: one
+// status write per pass, none when nothing changed.
+type ResearchRunReconciler struct {
+	client.Client
+	// APIReader reads around the cache. Used only where a stale cache could
+	// make the reconciler act twice (is a pod really gone?).
+	APIReader client.Reader
+	Scheme    *runtime.Scheme
+	Recorder  events.EventRecorder
+	// Clock is the only source of "now" for decisions and requeue times.
+	Clock clock.PassiveClock
+	// MaxConcurrentReconciles is the number of workers (default 4).
+	MaxConcurrentReconciles int
+
+	// facts records when an unprocessed fact arrived, per run, for the
+	// fact-to-decision latency metric.
+	facts *factClock
+	// podExpectations remembers pods this process created whose creation the
+	// cache has not shown yet, so a stale cache never yields a second pod.
+	podExpectations *expectations
+}
+
+var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
+
+// +kubebuilder:rbac:groups=agentrun.dev,resources=researchruns,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=researchruns/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=researchruns/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentrun.dev,resources=runattempts,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=agentrun.dev,resources=runattempts/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentrun.dev,resources=sessions,verbs=get;list;watch
+// +kubebuilder:rbac:groups=agentrun.dev,resources=sessions/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=agentrun.dev,resources=runtimepolicies,verbs=get;list;watch
+// +kubebuilder:rbac:groups=core,resources=pods,verbs=get;list;watch;create;delete
+// +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
-// Reconcile is part of the main kubernetes reconciliation loop which aims to
-// move the current state of the cluster closer to the desired state.
-// TODO(user): Modify the Reconcile function to compare the state specified by
-// the ResearchRun object against the actual cluster state, and then
-// perform operations to make the cluster state reflect the state specified by
-// the user.
-//
-// For more details, check Reconcile and its Result here:
-// - https://pkg.go.dev/sigs.k8s.io/controller-runtime@v0.25.0/pkg/reconcile
+// Reconcile is Get → stop if Terminated → gather → Decide → apply.
 func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	_ = logf.FromContext(ctx)
+	log := logf.FromContext(ctx)
 
-	// TODO(user): your logic here
+	run := &v1.ResearchRun{}
+	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
+		r.facts.forget(req.NamespacedName)
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if run.Status.Phase == v1.PhaseTerminated {
+		r.facts.forget(req.NamespacedName)
+		// A terminated run still releases its session if an earlier pass
+		// could not (conflict, crash between the two writes).
+		return requeueOnConflict(r.releaseSession(ctx, run))
+	}
 
-	return ctrl.Result{}, nil
+	g, err := r.gather(ctx, run)
+	if errors.Is(err, errClaimLost) {
+		// Another run claimed the session first; its status change requeues us.
+		return ctrl.Result{RequeueAfter: 250 * time.Millisecond}, nil
+	}
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if g.waiting != "" {
+		// The session or its policy does not exist (yet): nothing to decide.
+		return ctrl.Result{RequeueAfter: 5 * time.Second}, r.patchStatus(ctx, run, waitingStatus(run, g.waiting))
+	}
+
+	now := r.Clock.Now()
+	in := lifecycle.Input{
+		Now:        now,
+		Name:       run.Name,
+		Generation: run.Generation,
+		Spec:       run.Spec,
+		Status:     run.Status,
+		Attempts:   g.facts,
+		Pod:        g.pod,
+		Queue:      g.queue,
+	}
+	d := lifecycle.Decide(in)
+	log.V(1).Info("Decided", "phase", d.Status.Phase, "reason", d.Status.Reason, "attempt", d.Attempt,
+		"deletePod", d.DeletePod, "requeueAfter", d.RequeueAfter)
+
+	if err := r.apply(ctx, run, g, d); err != nil {
+		return requeueOnConflict(err)
+	}
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// gathered is everything Decide needs, read from the cache.
+type gathered struct {
+	session  *v1.Session
+	policy   *v1.RuntimePolicy
+	attempts map[int32]*v1.RunAttempt
+	facts    []lifecycle.AttemptFacts
+	current  int32
+	pod      lifecycle.PodObservation
+	podObj   *corev1.Pod
+	queue    lifecycle.QueueView
+	waiting  string
+}
+
+func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun) (*gathered, error) {
+	g := &gathered{attempts: map[int32]*v1.RunAttempt{}}
+
+	g.session = &v1.Session{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, g.session); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return nil, err
+		}
+		g.session = nil
+		if run.Status.Phase == "" || run.Status.Phase == v1.PhasePending {
+			g.waiting = fmt.Sprintf("waiting for Session %q", run.Spec.SessionRef.Name)
+			return g, nil
+		}
+	}
+	if g.session != nil {
+		g.policy = &v1.RuntimePolicy{}
+		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: g.session.Spec.PolicyRef.Name}, g.policy); err != nil {
+			if !apierrors.IsNotFound(err) {
+				return nil, err
+			}
+			g.policy = nil
+			if run.Status.Phase == "" || run.Status.Phase == v1.PhasePending {
+				g.waiting = fmt.Sprintf("waiting for RuntimePolicy %q of Session %q", g.session.Spec.PolicyRef.Name, g.session.Name)
+				return g, nil
+			}
+		}
+	}
+
+	list := &v1.RunAttemptList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
+		return nil, err
+	}
+	g.current = run.Status.Attempt
+	for i := range list.Items {
+		ra := &list.Items[i]
+		if !metav1.IsControlledBy(ra, run) {
+			continue
+		}
+		g.attempts[ra.Spec.Attempt] = ra
+		g.facts = append(g.facts, lifecycle.AttemptFacts{
+			Attempt: ra.Spec.Attempt,
+			Created: ra.CreationTimestamp.Time,
+			Grant:   ra.Spec.Grant,
+			Status:  ra.Status,
+		})
+		g.current = max(g.current, ra.Spec.Attempt)
+	}
+	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
+
+	if g.current > 0 {
+		obs, pod, err := r.observePod(ctx, run, g.current, g.attempts[g.current])
+		if err != nil {
+			return nil, err
+		}
+		g.pod, g.podObj = obs, pod
+	}
+
+	q, err := r.queueView(ctx, run, g.session, g.policy)
+	if err != nil {
+		return nil, err
+	}
+	g.queue = q
+	return g, nil
+}
+
+// observePod reads the current attempt's pod. A pod the cache does not show is
+// confirmed absent with a live read before it counts as gone: a stale cache
+// must never turn into a failed attempt.
+func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1.ResearchRun, attempt int32, ra *v1.RunAttempt) (lifecycle.PodObservation, *corev1.Pod, error) {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, attempt)}
+	created := ra != nil && ra.Spec.PodUID != ""
+	pod := &corev1.Pod{}
+	err := r.Get(ctx, key, pod)
+	if apierrors.IsNotFound(err) && (created || r.podExpectations.pending(key)) {
+		err = r.APIReader.Get(ctx, key, pod)
+	}
+	switch {
+	case apierrors.IsNotFound(err):
+		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent, Created: created}, nil, nil
+	case err != nil:
+		return lifecycle.PodObservation{}, nil, err
+	}
+	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1.LabelAttempt] != strconv.Itoa(int(attempt)) {
+		return lifecycle.PodObservation{}, nil, fmt.Errorf("pod %s exists but does not belong to attempt %d of run %s", key, attempt, run.Name)
+	}
+	r.podExpectations.observed(key)
+	if created && string(pod.UID) != ra.Spec.PodUID {
+		// The attempt's pod was replaced by someone else: the original is gone.
+		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent, Created: true}, nil, nil
+	}
+	obs := lifecycle.PodObservation{
+		Created:     true,
+		Terminating: pod.DeletionTimestamp != nil,
+		Message:     podMessage(pod),
+	}
+	if pod.Status.StartTime != nil {
+		obs.StartTime = pod.Status.StartTime.Time
+	}
+	switch pod.Status.Phase {
+	case corev1.PodRunning:
+		obs.Phase = lifecycle.PodRunning
+	case corev1.PodSucceeded:
+		obs.Phase = lifecycle.PodSucceeded
+	case corev1.PodFailed:
+		obs.Phase = lifecycle.PodFailed
+	default:
+		obs.Phase = lifecycle.PodPending
+	}
+	return obs, pod, nil
+}
+
+func podMessage(pod *corev1.Pod) string {
+	if pod.Status.Reason != "" || pod.Status.Message != "" {
+		return fmt.Sprintf("%s: %s", pod.Status.Reason, pod.Status.Message)
+	}
+	for _, cs := range pod.Status.ContainerStatuses {
+		if t := cs.State.Terminated; t != nil && t.ExitCode != 0 {
+			return fmt.Sprintf("container %s exited %d (%s)", cs.Name, t.ExitCode, t.Reason)
+		}
+	}
+	return ""
+}
+
+// apply carries out a decision: attempt objects and pods first, then the one
+// status write, then events and metrics.
+func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, g *gathered, d lifecycle.Decision) error {
+	for _, n := range d.Superseded {
+		if err := r.supersede(ctx, run, g.attempts[n]); err != nil {
+			return err
+		}
+	}
+
+	if d.Attempt > 0 {
+		ra, err := r.ensureAttempt(ctx, run, g, d)
+		if err != nil {
+			return err
+		}
+		if d.Status.Phase != v1.PhaseTerminated && !d.DeletePod {
+			if err := r.ensurePod(ctx, run, g, ra, d.Attempt); err != nil {
+				return err
+			}
+		}
+	}
+
+	if d.DeletePod && g.podObj != nil && g.podObj.DeletionTimestamp == nil {
+		if err := r.deletePod(ctx, g.podObj); err != nil {
+			return err
+		}
+	}
+
+	// The status (with the decision to end) is persisted before the attempt
+	// is told: a lost status write must never leave an attempt with a zero
+	// grant whose run still thinks it is working.
+	if err := r.patchStatus(ctx, run, d.Status); err != nil {
+		return err
+	}
+
+	// Keep the attempt's view of the run (phase, zero grant) current when the
+	// decision names no attempt (ending, Terminated).
+	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil {
+		if err := r.syncAttemptSpec(ctx, run, g, g.attempts[g.current], d); err != nil {
+			return err
+		}
+	}
+	for _, e := range d.Events {
+		r.Recorder.Eventf(run, nil, e.Type, e.Reason, "Decide", "%s", e.Message)
+	}
+	waited, hadFact := r.facts.take(client.ObjectKeyFromObject(run), r.Clock.Now())
+	observeDecision(run, d, waited, hadFact)
+
+	if d.Status.Phase == v1.PhaseTerminated {
+		return r.releaseSession(ctx, run)
+	}
+	return nil
+}
+
+// patchStatus writes status when it changed, with a resourceVersion
+// precondition: a conflict means the run changed since it was read, and the
+// next pass decides again from fresh facts.
+func (r *ResearchRunReconciler) patchStatus(ctx context.Context, run *v1.ResearchRun, status v1.ResearchRunStatus) error {
+	if equality.Semantic.DeepEqual(run.Status, status) {
+		return nil
+	}
+	next := run.DeepCopy()
+	next.Status = status
+	return r.Status().Patch(ctx, next, client.MergeFromWithOptions(run, client.MergeFromWithOptimisticLock{}))
+}
+
+func waitingStatus(run *v1.ResearchRun, msg string) v1.ResearchRunStatus {
+	s := *run.Status.DeepCopy()
+	s.Phase = v1.PhasePending
+	s.Message = msg
+	s.ObservedGeneration = run.Generation
+	return s
+}
+
+// attemptSpec is the spec an attempt should carry for decision d.
+func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1.RunAttemptSpec) v1.RunAttemptSpec {
+	spec := v1.RunAttemptSpec{}
+	if cur != nil {
+		spec = *cur.DeepCopy()
+	}
+	spec.RunName = run.Name
+	spec.Attempt = n
+	spec.Goal = run.Spec.Goal
+	spec.PodName = runpod.Name(run.Name, n)
+	spec.RunPhase = d.Status.Phase
+	spec.Grant = d.Grant
+	spec.Directives = d.Directives
+	spec.Approvals = run.Spec.Approvals
+	if g.session != nil {
+		spec.Mode = g.session.Status.Mode
+		if spec.Mode == "" {
+			spec.Mode = g.session.Spec.Mode
+		}
+	}
+	if cur == nil && g.policy != nil {
+		// The policy snapshot is taken once, when the attempt starts.
+		spec.Policy = v1.PolicySnapshot{
+			Name:          g.policy.Name,
+			ResolvedChain: g.policy.Status.ResolvedChain,
+			Tools:         g.policy.Spec.Tools,
+			AutoApprove:   g.policy.Spec.AutoApprove,
+		}
+		if spec.Mode == "" {
+			spec.Mode = g.policy.Spec.DefaultMode
+		}
+	}
+	if d.Status.StartTime != nil && run.Spec.Budget.Deadline != nil {
+		spec.Deadline = &metav1.Time{Time: d.Status.StartTime.Add(run.Spec.Budget.Deadline.Duration)}
+	}
+	spec.HeartbeatInterval = run.Spec.Recovery.HeartbeatInterval
+	return spec
+}
+
+// ensureAttempt creates RunAttempt <run>-<n> if it does not exist (its name is
+// deterministic, so AlreadyExists means done) and keeps its spec current.
+func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1.ResearchRun, g *gathered, d lifecycle.Decision) (*v1.RunAttempt, error) {
+	n := d.Attempt
+	if ra := g.attempts[n]; ra != nil {
+		return ra, r.syncAttemptSpec(ctx, run, g, ra, d)
+	}
+	ra := &v1.RunAttempt{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: run.Namespace,
+			Name:      runpod.Name(run.Name, n),
+			Labels: map[string]string{
+				v1.LabelRun:     runpod.LabelValue(run.Name),
+				v1.LabelAttempt: strconv.Itoa(int(n)),
+				v1.LabelSession: runpod.LabelValue(run.Spec.SessionRef.Name),
+			},
+		},
+		Spec: attemptSpec(run, g, d, n, nil),
+	}
+	if err := controllerutil.SetControllerReference(run, ra, r.Scheme); err != nil {
+		return nil, err
+	}
+	if err := r.Create(ctx, ra); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ra), ra); err != nil {
+			return nil, err
+		}
+		if !metav1.IsControlledBy(ra, run) {
+			return nil, fmt.Errorf("RunAttempt %s exists and does not belong to run %s", klog.KObj(ra), run.Name)
+		}
+		return ra, r.syncAttemptSpec(ctx, run, g, ra, d)
+	}
+	attemptsStarted.Inc()
+	g.attempts[n] = ra
+	return ra, nil
+}
+
+func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1.ResearchRun, g *gathered, ra *v1.RunAttempt, d lifecycle.Decision) error {
+	want := attemptSpec(run, g, d, ra.Spec.Attempt, &ra.Spec)
+	if ra.Spec.Attempt != d.Attempt && d.Attempt != 0 {
+		return nil
+	}
+	if equality.Semantic.DeepEqual(ra.Spec, want) {
+		return nil
+	}
+	next := ra.DeepCopy()
+	next.Spec = want
+	if err := r.Patch(ctx, next, client.MergeFrom(ra)); err != nil {
+		return err
+	}
+	*ra = *next
+	return nil
+}
+
+// ensurePod creates attempt n's pod once. The pod name is deterministic, so
+// AlreadyExists means another pass created it; expectations cover the window
+// in which the cache has not yet shown a pod this process created.
+func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1.ResearchRun, g *gathered, ra *v1.RunAttempt, n int32) error {
+	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, n)}
+	var pod *corev1.Pod
+	switch {
+	case g.current == n && g.podObj != nil:
+		pod = g.podObj
+	case ra.Spec.PodUID != "":
+		return nil // created once; if it is gone, that is a failed attempt, never a new pod
+	default:
+		sa := DefaultRunnerServiceAccount
+		if g.policy != nil && g.policy.Spec.RunnerServiceAccountName != "" {
+			sa = g.policy.Spec.RunnerServiceAccountName
+		}
+		built, err := runpod.Build(run, n, sa)
+		if err != nil {
+			return err
+		}
+		if err := controllerutil.SetControllerReference(run, built, r.Scheme); err != nil {
+			return err
+		}
+		r.podExpectations.expect(key)
+		if err := r.Create(ctx, built); err != nil {
+			if !apierrors.IsAlreadyExists(err) {
+				r.podExpectations.observed(key)
+				return err
+			}
+			built = &corev1.Pod{}
+			if err := r.APIReader.Get(ctx, key, built); err != nil {
+				return err
+			}
+		}
+		pod = built
+	}
+	if ra.Spec.PodUID == "" && metav1.IsControlledBy(pod, run) {
+		next := ra.DeepCopy()
+		next.Spec.PodUID = string(pod.UID)
+		if err := r.Patch(ctx, next, client.MergeFrom(ra)); err != nil {
+			return err
+		}
+		*ra = *next
+	}
+	return nil
+}
+
+func (r *ResearchRunReconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
+	err := r.Delete(ctx, pod, client.Preconditions{UID: &pod.UID}, client.PropagationPolicy(metav1.DeletePropagationBackground))
+	return client.IgnoreNotFound(err)
+}
+
+// supersede marks an older attempt superseded and deletes its pod. Its facts
+// are still counted; they no longer drive the phase.
+func (r *ResearchRunReconciler) supersede(ctx context.Context, run *v1.ResearchRun, ra *v1.RunAttempt) error {
+	if ra == nil {
+		return nil
+	}
+	if !ra.Spec.Superseded || ra.Spec.Grant != (v1.Grant{}) {
+		next := ra.DeepCopy()
+		next.Spec.Superseded = true
+		next.Spec.Grant = v1.Grant{}
+		if err := r.Patch(ctx, next, client.MergeFrom(ra)); err != nil {
+			return err
+		}
+		*ra = *next
+	}
+	pod := &corev1.Pod{}
+	err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, ra.Spec.Attempt)}, pod)
+	if err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if pod.DeletionTimestamp == nil && metav1.IsControlledBy(pod, run) {
+		return r.deletePod(ctx, pod)
+	}
+	return nil
 }
 
 // SetupWithManager sets up the controller with the Manager.
 func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	if r.APIReader == nil {
+		r.APIReader = mgr.GetAPIReader()
+	}
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("researchrun-controller")
+	}
+	if r.MaxConcurrentReconciles == 0 {
+		r.MaxConcurrentReconciles = 4
+	}
+	r.facts = newFactClock(r.Clock)
+	registerPhaseCollector(mgr.GetCache())
+	r.podExpectations = newExpectations(r.Clock, time.Minute)
+
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentrunv1alpha1.ResearchRun{}).
+		For(&v1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1.RunAttempt{}, r.facts.wrap()).
+		Watches(&corev1.Pod{}, r.facts.wrap()).
+		Watches(&v1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("researchrun").
 		Complete(r)
+}
+
+// sessionChanged passes Session events that matter to its runs: the claim
+// (activeRun), the permission mode, the spec, and deletion.
+var sessionChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1.Session)
+		n, okNew := e.ObjectNew.(*v1.Session)
+		if !okOld || !okNew {
+			return false
+		}
+		return o.Status.ActiveRun != n.Status.ActiveRun || o.Status.Mode != n.Status.Mode ||
+			o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
+	},
 }

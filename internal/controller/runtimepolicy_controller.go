@@ -13,51 +13,84 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
-
 package controller
 
 import (
 	"context"
+	"fmt"
+	"strings"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	agentrunv1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/policy"
 )
 
-// RuntimePolicyReconciler reconciles a RuntimePolicy object
+// RuntimePolicyReconciler resolves a policy's interceptor chain into
+// status.resolvedChain and reports whether the policy is Valid. The admission
+// webhook rejects invalid policies; the condition covers policies admitted
+// before a rule existed or while the webhook was bypassed.
 type RuntimePolicyReconciler struct {
 	client.Client
 	Scheme *runtime.Scheme
 }
 
-// +kubebuilder:rbac:groups=agentrun.dev,resources=runtimepolicies,verbs=get;list;watch;create;update;patch;delete
+var _ reconcile.Reconciler = (*RuntimePolicyReconciler)(nil)
+
+// +kubebuilder:rbac:groups=agentrun.dev,resources=runtimepolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=runtimepolicies/status,verbs=get;update;patch
-// +kubebuilder:rbac:groups=agentrun.dev,resources=runtimepolicies/finalizers,verbs=update
 
-// Reconcile is part of the main kubernetes reconciliation loop which aims to
-// move the current state of the cluster closer to the desired state.
-// TODO(user): Modify the Reconcile function to compare the state specified by
-// the RuntimePolicy object against the actual cluster state, and then
-// perform operations to make the cluster state reflect the state specified by
-// the user.
-//
-// For more details, check Reconcile and its Result here:
-// - https://pkg.go.dev/sigs.k8s.io/controller-runtime@v0.25.0/pkg/reconcile
+// Reconcile writes status.resolvedChain and the Valid condition.
 func (r *RuntimePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	_ = logf.FromContext(ctx)
+	p := &v1.RuntimePolicy{}
+	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	status := *p.Status.DeepCopy()
+	status.ObservedGeneration = p.Generation
+	cond := metav1.Condition{Type: v1.ConditionValid, ObservedGeneration: p.Generation}
+	if errs := policy.Validate(&p.Spec); len(errs) > 0 {
+		msgs := make([]string, 0, len(errs))
+		for _, e := range errs {
+			msgs = append(msgs, e.Error())
+		}
+		cond.Status, cond.Reason = metav1.ConditionFalse, "Invalid"
+		cond.Message = truncate(strings.Join(msgs, "; "), 1024)
+		// An invalid chain is never handed to agents.
+		status.ResolvedChain = nil
+	} else {
+		status.ResolvedChain = policy.Resolve(p.Spec.Interceptors)
+		cond.Status, cond.Reason = metav1.ConditionTrue, "Resolved"
+		cond.Message = fmt.Sprintf("%d interceptors resolved in (phase, priority, registration) order", len(status.ResolvedChain))
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+	if equality.Semantic.DeepEqual(p.Status, status) {
+		return ctrl.Result{}, nil
+	}
+	next := p.DeepCopy()
+	next.Status = status
+	return ctrl.Result{}, r.Status().Patch(ctx, next, client.MergeFrom(p))
+}
 
-	// TODO(user): your logic here
-
-	return ctrl.Result{}, nil
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n-3] + "..."
 }
 
 // SetupWithManager sets up the controller with the Manager.
 func (r *RuntimePolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentrunv1alpha1.RuntimePolicy{}).
+		For(&v1.RuntimePolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("runtimepolicy").
 		Complete(r)
 }

@@ -13,51 +13,269 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
-
 package controller
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	agentrunv1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
-// SessionReconciler reconciles a Session object
+const (
+	// SessionFinalizer lets a deleted Session end its runs in order before it goes.
+	SessionFinalizer = "agentrun.dev/session-runs"
+	// AnnotationStopCause explains a spec.stop the operator set (e.g. the
+	// session was deleted); the termination owner puts it in the run's message.
+	AnnotationStopCause = "agentrun.dev/stop-cause"
+	// policyRefIndex indexes Sessions by spec.policyRef.name.
+	policyRefIndex = "spec.policyRef.name"
+	// maxQueuedNames bounds status.queuedRuns; status.queuedCount has the total.
+	maxQueuedNames = 20
+	// maxModeHistory bounds status.modeHistory.
+	maxModeHistory = 20
+)
+
+// SessionReconciler maintains a Session's status (effective mode, active and
+// queued runs, counts, the audited mode history) and, when the Session is
+// deleted, ends its runs as Cancelled before letting it go. It never decides a
+// run's phase: the ResearchRun reconciler does.
 type SessionReconciler struct {
 	client.Client
-	Scheme *runtime.Scheme
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
 }
 
-// +kubebuilder:rbac:groups=agentrun.dev,resources=sessions,verbs=get;list;watch;create;update;patch;delete
+var _ reconcile.Reconciler = (*SessionReconciler)(nil)
+
+// +kubebuilder:rbac:groups=agentrun.dev,resources=sessions,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=sessions/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=sessions/finalizers,verbs=update
+// +kubebuilder:rbac:groups=agentrun.dev,resources=researchruns,verbs=get;list;watch;update;patch
 
-// Reconcile is part of the main kubernetes reconciliation loop which aims to
-// move the current state of the cluster closer to the desired state.
-// TODO(user): Modify the Reconcile function to compare the state specified by
-// the Session object against the actual cluster state, and then
-// perform operations to make the cluster state reflect the state specified by
-// the user.
-//
-// For more details, check Reconcile and its Result here:
-// - https://pkg.go.dev/sigs.k8s.io/controller-runtime@v0.25.0/pkg/reconcile
+// Reconcile keeps the Session's status true to its runs.
 func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	_ = logf.FromContext(ctx)
+	log := logf.FromContext(ctx)
+	session := &v1.Session{}
+	if err := r.Get(ctx, req.NamespacedName, session); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	runs := &v1.ResearchRunList{}
+	if err := r.List(ctx, runs, client.InNamespace(session.Namespace), client.MatchingFields{sessionRefIndex: session.Name}); err != nil {
+		return ctrl.Result{}, err
+	}
 
-	// TODO(user): your logic here
+	if session.DeletionTimestamp != nil {
+		return ctrl.Result{}, r.finalize(ctx, session, runs.Items)
+	}
+	if !controllerutil.ContainsFinalizer(session, SessionFinalizer) {
+		next := session.DeepCopy()
+		controllerutil.AddFinalizer(next, SessionFinalizer)
+		if err := r.Patch(ctx, next, client.MergeFrom(session)); err != nil {
+			return ctrl.Result{}, err
+		}
+		session = next
+	}
 
+	policy := &v1.RuntimePolicy{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: session.Namespace, Name: session.Spec.PolicyRef.Name}, policy); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, err
+		}
+		policy = nil
+	}
+
+	status := *session.Status.DeepCopy()
+	status.ObservedGeneration = session.Generation
+	status.Mode = effectiveMode(session, policy)
+	r.countRuns(&status, session, runs.Items)
+	changed := r.recordModeChange(ctx, session, &status)
+
+	cond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "PolicyFound",
+		Message: fmt.Sprintf("governed by RuntimePolicy %q in mode %s", session.Spec.PolicyRef.Name, status.Mode),
+		ObservedGeneration: session.Generation}
+	if policy == nil {
+		cond.Status, cond.Reason = metav1.ConditionFalse, "PolicyNotFound"
+		cond.Message = fmt.Sprintf("RuntimePolicy %q not found; runs wait in Pending", session.Spec.PolicyRef.Name)
+	}
+	meta.SetStatusCondition(&status.Conditions, cond)
+
+	if equality.Semantic.DeepEqual(session.Status, status) {
+		return ctrl.Result{}, nil
+	}
+	next := session.DeepCopy()
+	next.Status = status
+	// The optimistic lock keeps this write from undoing a concurrent claim of
+	// status.activeRun by a run.
+	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
+		return requeueOnConflict(err)
+	}
+	if changed != nil {
+		r.Recorder.Eventf(session, nil, corev1.EventTypeNormal, "PermissionModeChanged", "SwitchMode",
+			"%s switched the permission mode from %s to %s: %s", changed.By, displayMode(changed.From), changed.To, changed.Reason)
+		log.Info("Permission mode changed", "by", changed.By, "from", changed.From, "to", changed.To)
+	}
 	return ctrl.Result{}, nil
+}
+
+func displayMode(m v1.PermissionMode) string {
+	if m == "" {
+		return "(default)"
+	}
+	return string(m)
+}
+
+// effectiveMode is spec.mode, or the policy's default, never above the ceiling.
+func effectiveMode(session *v1.Session, policy *v1.RuntimePolicy) v1.PermissionMode {
+	mode := session.Spec.Mode
+	if policy == nil {
+		if mode == "" {
+			return v1.ModeReadOnly
+		}
+		return mode
+	}
+	if mode == "" {
+		mode = policy.Spec.DefaultMode
+	}
+	if ceiling := policy.Spec.MaxMode; ceiling != "" && mode.Rank() > ceiling.Rank() {
+		mode = ceiling
+	}
+	return mode
+}
+
+// countRuns fills the queue and the counts from the session's runs, and clears
+// an activeRun whose run is gone or Terminated (the release a run could not do).
+func (r *SessionReconciler) countRuns(status *v1.SessionStatus, session *v1.Session, runs []v1.ResearchRun) {
+	status.Runs = v1.PhaseCounts{}
+	var waiting []*v1.ResearchRun
+	activeLive := false
+	for i := range runs {
+		run := &runs[i]
+		switch run.Status.Phase {
+		case "", v1.PhasePending, v1.PhaseQueued:
+			status.Runs.Queued++
+			if run.Name != status.ActiveRun {
+				waiting = append(waiting, run)
+			}
+		case v1.PhaseRunning, v1.PhaseRecovering:
+			status.Runs.Running++
+		case v1.PhaseFinalizing:
+			status.Runs.Finalizing++
+		case v1.PhaseTerminated:
+			status.Runs.Terminated++
+		}
+		if run.Name == status.ActiveRun && run.Status.Phase != v1.PhaseTerminated {
+			activeLive = true
+		}
+	}
+	if !activeLive {
+		status.ActiveRun = ""
+	}
+	slices.SortFunc(waiting, fifo)
+	status.QueuedCount = int32(len(waiting))
+	status.QueuedRuns = nil
+	for _, run := range waiting[:min(len(waiting), maxQueuedNames)] {
+		status.QueuedRuns = append(status.QueuedRuns, run.Name)
+	}
+}
+
+// recordModeChange moves the webhook's audit stamp (annotation) into
+// status.modeHistory once, and returns the entry it added.
+func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1.Session, status *v1.SessionStatus) *v1.ModeChange {
+	raw, ok := session.Annotations[v1.AnnotationModeChange]
+	if !ok {
+		return nil
+	}
+	change := &v1.ModeChange{}
+	if err := json.Unmarshal([]byte(raw), change); err != nil {
+		logf.FromContext(ctx).Error(err, "Ignoring malformed mode-change annotation", "session", session.Name)
+		return nil
+	}
+	for _, h := range status.ModeHistory {
+		if h.Time.Equal(&change.Time) && h.To == change.To && h.By == change.By {
+			return nil
+		}
+	}
+	status.ModeHistory = append(status.ModeHistory, *change)
+	if n := len(status.ModeHistory); n > maxModeHistory {
+		status.ModeHistory = status.ModeHistory[n-maxModeHistory:]
+	}
+	return change
+}
+
+// finalize ends the session's runs as Cancelled (by setting spec.stop with a
+// cause the termination owner reports), and releases the Session once every
+// run is Terminated.
+func (r *SessionReconciler) finalize(ctx context.Context, session *v1.Session, runs []v1.ResearchRun) error {
+	if !controllerutil.ContainsFinalizer(session, SessionFinalizer) {
+		return nil
+	}
+	open := 0
+	for i := range runs {
+		run := &runs[i]
+		if run.Status.Phase == v1.PhaseTerminated {
+			continue
+		}
+		open++
+		if run.Spec.Stop == v1.StopCancel {
+			continue
+		}
+		next := run.DeepCopy()
+		next.Spec.Stop = v1.StopCancel
+		if next.Annotations == nil {
+			next.Annotations = map[string]string{}
+		}
+		next.Annotations[AnnotationStopCause] = fmt.Sprintf("session %s was deleted", session.Name)
+		if err := r.Patch(ctx, next, client.MergeFrom(run)); err != nil && !apierrors.IsNotFound(err) {
+			return err
+		}
+	}
+	if open > 0 {
+		return nil // the runs' terminations requeue us
+	}
+	next := session.DeepCopy()
+	controllerutil.RemoveFinalizer(next, SessionFinalizer)
+	return client.IgnoreNotFound(r.Patch(ctx, next, client.MergeFrom(session)))
 }
 
 // SetupWithManager sets up the controller with the Manager.
 func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	if r.Recorder == nil {
+		r.Recorder = mgr.GetEventRecorder("session-controller")
+	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&agentrunv1alpha1.Session{}).
+		For(&v1.Session{}).
+		Watches(&v1.ResearchRun{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*v1.ResearchRun).Spec.SessionRef.Name}}}
+		})).
+		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			list := &v1.SessionList{}
+			if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{policyRefIndex: o.GetName()}); err != nil {
+				return nil
+			}
+			reqs := make([]reconcile.Request, 0, len(list.Items))
+			for i := range list.Items {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
+			}
+			return reqs
+		})).
 		Named("session").
 		Complete(r)
 }

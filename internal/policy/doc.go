@@ -28,6 +28,9 @@ limitations under the License.
 // against the resolved order, so that a wrong order fails at admission rather
 // than silently at run time (rate limiting every caller in one bucket because
 // it ran before authentication, auditing content before it was redacted).
+// A constraint that holds only because of registration order (both ends in
+// the same phase with the same priority) is rejected as well: a migration or
+// a generator that reorders the list would break it without a sound.
 //
 // Both functions are pure. The RuntimePolicy validating webhook calls Validate
 // and rejects on any error; the RuntimePolicy controller writes Resolve's

@@ -117,12 +117,19 @@ type chain struct {
 	pos []int
 }
 
+// The lists in which an interceptor declares ordering constraints.
+const (
+	listRequires = "requires"
+	listAfter    = "after"
+	listBefore   = "before"
+)
+
 // edge says that interceptor from must run before interceptor to. It was
 // declared by interceptor decl in its list kind at entry j.
 type edge struct {
 	from, to int
 	decl     int
-	kind     string // "requires", "before" or "after"
+	kind     string // listRequires, listAfter or listBefore
 	j        int
 }
 
@@ -137,14 +144,16 @@ func validateChain(ics []v1alpha1.Interceptor, path *field.Path) field.ErrorList
 		namePath := path.Index(i).Child("name")
 		if ic.Name == "" {
 			errs = append(errs, field.Required(namePath,
-				fmt.Sprintf("interceptor at spec.interceptors[%d]: every interceptor needs a name; the agent registers implementations by name", i)).
+				fmt.Sprintf("interceptor at spec.interceptors[%d]: every interceptor needs a name; "+
+					"the agent registers implementations by name", i)).
 				WithOrigin(RuleNameRequired))
 			continue
 		}
 		if first, ok := c.index[ic.Name]; ok {
 			c.ambiguous[ic.Name] = true
 			errs = append(errs, withDetail(field.ErrorTypeDuplicate, namePath, ic.Name, RuleUniqueName,
-				"interceptor %q: interceptor names must be unique, and spec.interceptors[%d] already uses it; the agent looks implementations up by name",
+				"interceptor %q: interceptor names must be unique, and spec.interceptors[%d] already uses it; "+
+					"the agent looks implementations up by name",
 				ic.Name, first))
 			continue
 		}
@@ -170,63 +179,74 @@ func validateChain(ics []v1alpha1.Interceptor, path *field.Path) field.ErrorList
 	return errs
 }
 
+// The enumerated values, for NotSupported errors.
+var (
+	classes  = []v1alpha1.InterceptorClass{v1alpha1.ClassSecurity, v1alpha1.ClassObservability, v1alpha1.ClassResource}
+	phases   = []v1alpha1.InterceptorPhase{v1alpha1.InterceptorPre, v1alpha1.InterceptorAround, v1alpha1.InterceptorPost}
+	postures = []v1alpha1.Posture{v1alpha1.PostureDeny, v1alpha1.PostureAllow}
+	roles    = []v1alpha1.InterceptorRole{v1alpha1.RoleAuthentication, v1alpha1.RoleIdentityConsumer,
+		v1alpha1.RoleRedaction, v1alpha1.RoleAudit, v1alpha1.RoleLogging, v1alpha1.RoleCustom}
+	risks   = []v1alpha1.Risk{v1alpha1.RiskLow, v1alpha1.RiskMedium, v1alpha1.RiskHigh}
+	effects = []v1alpha1.Effect{v1alpha1.EffectNone, v1alpha1.EffectWrite, v1alpha1.EffectExternal}
+	modes   = []v1alpha1.PermissionMode{v1alpha1.ModeReadOnly, v1alpha1.ModePlan, v1alpha1.ModeEdit,
+		v1alpha1.ModeAuto, v1alpha1.ModeFull}
+)
+
 // validateInterceptor checks the rules that concern one interceptor alone.
 func validateInterceptor(ic *v1alpha1.Interceptor, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	name := ic.Name
-	if !slices.Contains([]v1alpha1.InterceptorClass{v1alpha1.ClassSecurity, v1alpha1.ClassObservability, v1alpha1.ClassResource}, ic.Class) {
-		errs = append(errs, notSupported(p.Child("class"), ic.Class, name,
-			[]v1alpha1.InterceptorClass{v1alpha1.ClassSecurity, v1alpha1.ClassObservability, v1alpha1.ClassResource}))
+	if !slices.Contains(classes, ic.Class) {
+		errs = append(errs, notSupported(p.Child("class"), ic.Class, name, classes))
 	}
-	if phaseRank(ic.Phase) > 2 {
-		errs = append(errs, notSupported(p.Child("phase"), ic.Phase, name,
-			[]v1alpha1.InterceptorPhase{v1alpha1.InterceptorPre, v1alpha1.InterceptorAround, v1alpha1.InterceptorPost}))
+	if !slices.Contains(phases, ic.Phase) {
+		errs = append(errs, notSupported(p.Child("phase"), ic.Phase, name, phases))
 	}
-	if ic.OnError != v1alpha1.PostureDeny && ic.OnError != v1alpha1.PostureAllow {
-		errs = append(errs, notSupported(p.Child("onError"), ic.OnError, name,
-			[]v1alpha1.Posture{v1alpha1.PostureDeny, v1alpha1.PostureAllow}))
+	if !slices.Contains(postures, ic.OnError) {
+		errs = append(errs, notSupported(p.Child("onError"), ic.OnError, name, postures))
 	}
-	roles := []v1alpha1.InterceptorRole{v1alpha1.RoleAuthentication, v1alpha1.RoleIdentityConsumer,
-		v1alpha1.RoleRedaction, v1alpha1.RoleAudit, v1alpha1.RoleLogging, v1alpha1.RoleCustom}
 	if ic.Role != "" && !slices.Contains(roles, ic.Role) {
 		errs = append(errs, notSupported(p.Child("role"), ic.Role, name, roles))
 	}
 
 	if ic.Class == v1alpha1.ClassSecurity && ic.OnError == v1alpha1.PostureAllow {
 		errs = append(errs, field.Invalid(p.Child("onError"), ic.OnError, fmt.Sprintf(
-			"interceptor %q: Security-class interceptors must fail closed (onError: Deny); a fail-open security check is no check", name)).
+			"interceptor %q: Security-class interceptors must fail closed (onError: Deny); "+
+				"a fail-open security check is no check", name)).
 			WithOrigin(RuleSecurityFailClosed))
 	}
 	if ic.Phase == v1alpha1.InterceptorPre && ic.Veto == nil {
 		errs = append(errs, field.Required(p.Child("veto"), fmt.Sprintf(
-			"interceptor %q: Pre interceptors must declare veto explicitly (true or false), so a refusal either ends the call or is known not to", name)).
+			"interceptor %q: Pre interceptors must declare veto explicitly (true or false); "+
+				"whether its refusal ends the call must be stated, not implied", name)).
 			WithOrigin(RulePreVetoExplicit))
 	}
 
-	switch ic.Role {
-	case v1alpha1.RoleAuthentication:
+	if ic.Role == v1alpha1.RoleAuthentication {
+		const rule = "Authentication interceptors must run in phase Pre with an explicit terminating veto (veto: true)"
 		if ic.Phase != v1alpha1.InterceptorPre {
 			errs = append(errs, field.Invalid(p.Child("phase"), ic.Phase, fmt.Sprintf(
-				"interceptor %q: Authentication interceptors must run in phase Pre with an explicit terminating veto; an identity checked after the call protects nothing", name)).
+				"interceptor %q: %s; authentication after the call protects nothing", name, rule)).
 				WithOrigin(RuleAuthenticationPreVeto))
 		}
+		why := "a failed authentication must end the call, not mark it and go on"
 		switch {
 		case ic.Veto == nil:
 			errs = append(errs, field.Required(p.Child("veto"), fmt.Sprintf(
-				"interceptor %q: Authentication interceptors must declare an explicit terminating veto (veto: true); a failed authentication ends the call", name)).
+				"interceptor %q: %s; %s", name, rule, why)).
 				WithOrigin(RuleAuthenticationPreVeto))
 		case !*ic.Veto:
 			errs = append(errs, field.Invalid(p.Child("veto"), false, fmt.Sprintf(
-				"interceptor %q: Authentication interceptors must declare an explicit terminating veto (veto: true); a failed authentication ends the call instead of marking it and going on", name)).
+				"interceptor %q: %s; %s", name, rule, why)).
 				WithOrigin(RuleAuthenticationPreVeto))
 		}
-		fallthrough
-	case v1alpha1.RoleRedaction:
-		if ic.Class != v1alpha1.ClassSecurity {
-			errs = append(errs, field.Invalid(p.Child("class"), ic.Class, fmt.Sprintf(
-				"interceptor %q: %s interceptors must be Security class, so that they fail closed; an authentication or redaction that errors open lets the call through unchecked", name, ic.Role)).
-				WithOrigin(RuleRoleSecurityClass))
-		}
+	}
+	securityRole := ic.Role == v1alpha1.RoleAuthentication || ic.Role == v1alpha1.RoleRedaction
+	if securityRole && ic.Class != v1alpha1.ClassSecurity {
+		errs = append(errs, field.Invalid(p.Child("class"), ic.Class, fmt.Sprintf(
+			"interceptor %q: %s interceptors must be Security class so that they fail closed; "+
+				"an authentication or redaction that fails open lets the call through unchecked", name, ic.Role)).
+			WithOrigin(RuleRoleSecurityClass))
 	}
 	return errs
 }
@@ -240,13 +260,15 @@ func (c *chain) edges() ([]edge, field.ErrorList) {
 		for _, list := range []struct {
 			kind  string
 			names []string
-		}{{"requires", ic.Requires}, {"after", ic.After}, {"before", ic.Before}} {
+			// runs names the relation for the self-reference message.
+			runs string
+		}{{listRequires, ic.Requires, "after"}, {listAfter, ic.After, "after"}, {listBefore, ic.Before, "before"}} {
 			for j, name := range list.names {
 				p := c.path.Index(i).Child(list.kind).Index(j)
 				if name == ic.Name {
 					errs = append(errs, field.Invalid(p, name, fmt.Sprintf(
 						"interceptor %q: %s names the interceptor itself; an interceptor cannot run %s itself",
-						ic.Name, list.kind, map[string]string{"requires": "after", "after": "after", "before": "before"}[list.kind])).
+						ic.Name, list.kind, list.runs)).
 						WithOrigin(RuleSelfReference))
 					continue
 				}
@@ -260,7 +282,7 @@ func (c *chain) edges() ([]edge, field.ErrorList) {
 					continue
 				}
 				e := edge{from: target, to: i, decl: i, kind: list.kind, j: j}
-				if list.kind == "before" {
+				if list.kind == listBefore {
 					e.from, e.to = i, target
 				}
 				edges = append(edges, e)
@@ -296,7 +318,8 @@ func (c *chain) cycles(edges []edge) field.ErrorList {
 			names[k] = fmt.Sprintf("%q", c.ics[v].Name)
 		}
 		errs = append(errs, field.Invalid(c.path.Index(start), c.ics[start].Name, fmt.Sprintf(
-			"interceptor %q: requires/before/after form a cycle, %s (a -> b: a must run before b); no order satisfies them, so one of these constraints is wrong",
+			"interceptor %q: requires/before/after form a cycle, %s (a -> b: a must run before b); "+
+				"no order satisfies them, so one of these constraints is wrong",
 			c.ics[start].Name, strings.Join(names, " -> "))).
 			WithOrigin(RuleConstraintCycle))
 	}
@@ -308,43 +331,49 @@ func (c *chain) cycles(edges []edge) field.ErrorList {
 func (c *chain) checkEdge(e edge) field.ErrorList {
 	decl := c.ics[e.decl]
 	other := e.from
-	if e.kind == "before" {
+	if e.kind == listBefore {
 		other = e.to
 	}
 	var claim string
 	switch e.kind {
-	case "requires":
+	case listRequires:
 		claim = fmt.Sprintf("interceptor %q requires %q to run first", decl.Name, c.ics[other].Name)
-	case "after":
+	case listAfter:
 		claim = fmt.Sprintf("interceptor %q declares it runs after %q", decl.Name, c.ics[other].Name)
-	case "before":
+	case listBefore:
 		claim = fmt.Sprintf("interceptor %q declares it runs before %q", decl.Name, c.ics[other].Name)
 	}
 	p := c.path.Index(e.decl).Child(e.kind).Index(e.j)
-	return c.checkOrder(p, c.ics[other].Name, e.from, e.to, e.decl, claim, RuleConstraintOrder)
+	return c.checkOrder(p, c.ics[other].Name, e.from, e.to, e.decl, claim, "", RuleConstraintOrder)
 }
 
 // checkOrder reports, at path p, that from must run before to when the
 // resolved order puts it after, or puts it before only by registration.
 // subject is the interceptor the message is about ("it"); claim states the
-// constraint.
-func (c *chain) checkOrder(p *field.Path, bad any, from, to, subject int, claim string, rule Rule) field.ErrorList {
+// constraint; why, if not empty, ends the message with the reason for it.
+func (c *chain) checkOrder(p *field.Path, bad any, from, to, subject int, claim, why string,
+	rule Rule) field.ErrorList {
 	object := to
 	if subject == to {
 		object = from
 	}
 	objName := c.ics[object].Name
 	subjPos, objPos := c.pos[subject]+1, c.pos[object]+1
+	if why != "" {
+		why = "; " + why
+	}
 	if c.pos[from] > c.pos[to] {
 		return field.ErrorList{field.Invalid(p, bad, fmt.Sprintf(
-			"%s, but the resolved order puts it at position %d and %q at position %d %s",
-			claim, subjPos, objName, objPos, orderNote)).WithOrigin(rule)}
+			"%s, but the resolved order puts it at position %d and %q at position %d %s%s",
+			claim, subjPos, objName, objPos, orderNote, why)).WithOrigin(rule)}
 	}
 	f, t := c.ics[from], c.ics[to]
 	if f.Phase == t.Phase && f.Priority == t.Priority {
 		return field.ErrorList{field.Invalid(p, bad, fmt.Sprintf(
-			"%s; the resolved order puts it at position %d and %q at position %d only by registration order (both %s, priority %d), and registration only breaks ties and carries no meaning: give %q a lower priority than %q",
-			claim, subjPos, objName, objPos, f.Phase, f.Priority, f.Name, t.Name)).WithOrigin(RuleRegistrationOrder)}
+			"%s, and the resolved order puts it at position %d and %q at position %d only by registration order "+
+				"(both %s, priority %d); registration only breaks ties and carries no meaning, "+
+				"so give %q a lower priority than %q (lower runs first)%s",
+			claim, subjPos, objName, objPos, f.Phase, f.Priority, f.Name, t.Name, why)).WithOrigin(RuleRegistrationOrder)}
 	}
 	return nil
 }
@@ -359,11 +388,11 @@ type roleAssertion struct {
 
 var roleAssertions = []roleAssertion{
 	{v1alpha1.RoleAuthentication, []v1alpha1.InterceptorRole{v1alpha1.RoleIdentityConsumer},
-		"it reads the identity Authentication establishes; before it, every caller is counted in one anonymous bucket"},
+		"an identity consumer that runs before Authentication counts every caller in one anonymous bucket"},
 	{v1alpha1.RoleRedaction, []v1alpha1.InterceptorRole{v1alpha1.RoleAudit, v1alpha1.RoleLogging},
-		"it must record redacted content, or the log itself becomes the leak"},
+		"audit or logging before Redaction records unredacted content, and the log itself becomes the leak"},
 	{v1alpha1.RoleAuthentication, []v1alpha1.InterceptorRole{v1alpha1.RoleAudit, v1alpha1.RoleLogging},
-		"it must record who acted, which is known only after Authentication"},
+		"audit or logging before Authentication cannot record who acted"},
 }
 
 // checkRoles checks the built-in role assertions, skipping pairs an explicit
@@ -379,10 +408,10 @@ func (c *chain) checkRoles(declared map[[2]int]bool) field.ErrorList {
 				if jc.Role != a.earlier || declared[[2]int{earlier, later}] {
 					continue
 				}
-				claim := fmt.Sprintf("interceptor %q (role %s) must run after %s interceptor %q: %s",
-					ic.Name, ic.Role, a.earlier, jc.Name, a.why)
+				claim := fmt.Sprintf("interceptor %q (role %s) must run after %s interceptor %q",
+					ic.Name, ic.Role, a.earlier, jc.Name)
 				errs = append(errs, c.checkOrder(c.path.Index(later).Child("role"), string(ic.Role),
-					earlier, later, later, claim, RuleRoleOrder)...)
+					earlier, later, later, claim, a.why, RuleRoleOrder)...)
 			}
 		}
 	}
@@ -396,13 +425,13 @@ func validateTools(tools []v1alpha1.Tool, autoApprove []string, specPath *field.
 	high := map[string]int{}
 	for i, t := range tools {
 		p := toolsPath.Index(i)
-		if !slices.Contains([]v1alpha1.Risk{v1alpha1.RiskLow, v1alpha1.RiskMedium, v1alpha1.RiskHigh}, t.Risk) {
-			e := field.NotSupported(p.Child("risk"), t.Risk, []v1alpha1.Risk{v1alpha1.RiskLow, v1alpha1.RiskMedium, v1alpha1.RiskHigh})
+		if !slices.Contains(risks, t.Risk) {
+			e := field.NotSupported(p.Child("risk"), t.Risk, risks)
 			e.Detail = fmt.Sprintf("tool %q: %s", t.Name, e.Detail)
 			errs = append(errs, e.WithOrigin(RuleSupportedValue))
 		}
-		if !slices.Contains([]v1alpha1.Effect{v1alpha1.EffectNone, v1alpha1.EffectWrite, v1alpha1.EffectExternal}, t.Effect) {
-			e := field.NotSupported(p.Child("effect"), t.Effect, []v1alpha1.Effect{v1alpha1.EffectNone, v1alpha1.EffectWrite, v1alpha1.EffectExternal})
+		if !slices.Contains(effects, t.Effect) {
+			e := field.NotSupported(p.Child("effect"), t.Effect, effects)
 			e.Detail = fmt.Sprintf("tool %q: %s", t.Name, e.Detail)
 			errs = append(errs, e.WithOrigin(RuleSupportedValue))
 		}
@@ -418,7 +447,8 @@ func validateTools(tools []v1alpha1.Tool, autoApprove []string, specPath *field.
 		}
 		if j, ok := first[t.Name]; ok {
 			errs = append(errs, withDetail(field.ErrorTypeDuplicate, p.Child("name"), t.Name, RuleUniqueName,
-				"tool %q: tool names must be unique, and spec.tools[%d] already uses it; risk and effect must be unambiguous", t.Name, j))
+				"tool %q: tool names must be unique, and spec.tools[%d] already uses it; "+
+					"risk and effect must be unambiguous", t.Name, j))
 			continue
 		}
 		first[t.Name] = i
@@ -441,7 +471,8 @@ func validateTools(tools []v1alpha1.Tool, autoApprove []string, specPath *field.
 		}
 		if i, ok := high[name]; ok {
 			errs = append(errs, field.Invalid(p, name, fmt.Sprintf(
-				"autoApprove names tool %q, which is High risk (spec.tools[%d]); High risk is confirmed in every mode, so it cannot be auto-approved", name, i)).
+				"autoApprove names tool %q, which is High risk (spec.tools[%d]); "+
+					"High risk is confirmed in every mode, so it cannot be auto-approved", name, i)).
 				WithOrigin(RuleAutoApproveNotHighRisk))
 		}
 	}
@@ -450,7 +481,6 @@ func validateTools(tools []v1alpha1.Tool, autoApprove []string, specPath *field.
 
 func validateModes(defaultMode, maxMode v1alpha1.PermissionMode, specPath *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	modes := []v1alpha1.PermissionMode{v1alpha1.ModeReadOnly, v1alpha1.ModePlan, v1alpha1.ModeEdit, v1alpha1.ModeAuto, v1alpha1.ModeFull}
 	defNote, maxNote := "", ""
 	if defaultMode == "" {
 		defaultMode, defNote = defaultDefaultMode, " (the default when unset)"
@@ -465,7 +495,8 @@ func validateModes(defaultMode, maxMode v1alpha1.PermissionMode, specPath *field
 	}
 	if defaultMode.Rank() < 0 {
 		known = false
-		errs = append(errs, field.NotSupported(specPath.Child("defaultMode"), defaultMode, modes).WithOrigin(RuleSupportedValue))
+		errs = append(errs, field.NotSupported(specPath.Child("defaultMode"), defaultMode, modes).
+			WithOrigin(RuleSupportedValue))
 	}
 	if known && !permission.ModeAllowed(defaultMode, maxMode) {
 		errs = append(errs, field.Invalid(specPath.Child("defaultMode"), string(defaultMode), fmt.Sprintf(

@@ -30,7 +30,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	psapi "k8s.io/pod-security-admission/api"
 	"k8s.io/pod-security-admission/policy"
-	"k8s.io/utils/ptr"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -73,8 +72,9 @@ var evaluator = sync.OnceValues(func() (policy.Evaluator, error) {
 // managed-by and name labels (which win over the template's); restartPolicy
 // is Never (a failure becomes a new attempt, not a restart); it runs as
 // serviceAccount (unless empty) with its token mounted (the agent writes its
-// facts with it); every container is told its namespace, run, attempt,
-// RunAttempt, pod name and pod UID in env.
+// facts with it); every container and init container is told its namespace,
+// run, attempt, RunAttempt, pod name and pod UID in env, appended after the
+// template's env (a name the template already sets keeps the template's value).
 //
 // Hardening to the restricted Pod Security Standard fills only fields the
 // template leaves unset: pod runAsNonRoot true and seccompProfile
@@ -134,7 +134,7 @@ func assemble(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string, t
 		spec.ServiceAccountName = serviceAccount
 		spec.DeprecatedServiceAccount = ""
 	}
-	spec.AutomountServiceAccountToken = ptr.To(true)
+	spec.AutomountServiceAccountToken = new(true)
 
 	harden(spec)
 	addScratch(spec)
@@ -166,7 +166,7 @@ func harden(spec *corev1.PodSpec) {
 	// namespace; containers then inherit it rather than being overridden.
 	containerNonRoot := psc.RunAsNonRoot == nil || *psc.RunAsNonRoot
 	if psc.RunAsNonRoot == nil {
-		psc.RunAsNonRoot = ptr.To(true)
+		psc.RunAsNonRoot = new(true)
 	}
 	if psc.SeccompProfile == nil {
 		psc.SeccompProfile = &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}
@@ -185,7 +185,7 @@ func harden(spec *corev1.PodSpec) {
 		}
 		sc := c.SecurityContext
 		if sc.AllowPrivilegeEscalation == nil {
-			sc.AllowPrivilegeEscalation = ptr.To(false)
+			sc.AllowPrivilegeEscalation = new(false)
 		}
 		if sc.Capabilities == nil {
 			sc.Capabilities = &corev1.Capabilities{}
@@ -194,10 +194,10 @@ func harden(spec *corev1.PodSpec) {
 			sc.Capabilities.Drop = append(sc.Capabilities.Drop, capAll)
 		}
 		if sc.RunAsNonRoot == nil && containerNonRoot {
-			sc.RunAsNonRoot = ptr.To(true)
+			sc.RunAsNonRoot = new(true)
 		}
 		if sc.ReadOnlyRootFilesystem == nil {
-			sc.ReadOnlyRootFilesystem = ptr.To(true)
+			sc.ReadOnlyRootFilesystem = new(true)
 		}
 		// seccompProfile: the pod-level profile is always set above, and
 		// containers inherit it.

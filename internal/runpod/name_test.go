@@ -32,8 +32,8 @@ func TestName(t *testing.T) {
 		attempt int32
 		want    string
 	}{
-		{name: "short", run: "demo", attempt: 1, want: "demo-1"},
-		{name: "two digits", run: "demo", attempt: 10, want: "demo-10"},
+		{name: "short", run: testRun, attempt: 1, want: "demo-1"},
+		{name: "two digits", run: testRun, attempt: 10, want: "demo-10"},
 		{name: "dotted run name", run: "report.v2", attempt: 2, want: "report.v2-2"},
 		{name: "exactly 63", run: strings.Repeat("a", 61), attempt: 1, want: strings.Repeat("a", 61) + "-1"},
 		{
@@ -112,7 +112,7 @@ func TestLabelValue(t *testing.T) {
 	for _, tc := range []struct {
 		name, in, want string
 	}{
-		{name: "short", in: "demo", want: "demo"},
+		{name: "short", in: testRun, want: testRun},
 		{name: "empty", in: "", want: ""},
 		{name: "exactly 63", in: strings.Repeat("s", 63), want: strings.Repeat("s", 63)},
 		{name: "64 is cut", in: strings.Repeat("s", 64), want: strings.Repeat("s", 54) + "-" + hashOf(strings.Repeat("s", 64))},

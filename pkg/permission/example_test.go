@@ -23,6 +23,7 @@ import (
 	"github.com/agentrun-dev/agentrun/pkg/permission"
 )
 
+//nolint:lll // the expected output is Evaluate's reasons, verbatim.
 func ExampleEvaluate() {
 	autoApprove := []string{"notes.write"}
 	tools := []v1alpha1.Tool{

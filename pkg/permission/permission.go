@@ -51,7 +51,8 @@ type Result struct {
 // denied (fail closed). See the package documentation for the whole matrix.
 func Evaluate(mode v1alpha1.PermissionMode, tool v1alpha1.Tool, autoApprove []string) Result {
 	if mode.Rank() < 0 {
-		return Result{Verdict: Deny, Reason: fmt.Sprintf("mode %q is unknown, so tool %q (risk %s, effect %s) is denied: an unknown mode fails closed",
+		return Result{Verdict: Deny, Reason: fmt.Sprintf(
+			"mode %q is unknown, so tool %q (risk %s, effect %s) is denied: an unknown mode fails closed",
 			mode, tool.Name, tool.Risk, tool.Effect)}
 	}
 	subject := fmt.Sprintf("tool %q (risk %s, effect %s)", tool.Name, tool.Risk, tool.Effect)

@@ -243,23 +243,27 @@ func TestEvaluateReasons(t *testing.T) {
 		"plan denies a write": {
 			mode: plan,
 			tool: v1alpha1.Tool{Name: "notes.write", Risk: low, Effect: write},
-			want: Result{Deny, `mode Plan denies tool "notes.write" (risk Low, effect Write): Plan allows search, read and preview (effect None), nothing that writes`},
+			want: Result{Deny, `mode Plan denies tool "notes.write" (risk Low, effect Write): ` +
+				`Plan allows search, read and preview (effect None), nothing that writes`},
 		},
 		"edit confirms a write": {
 			mode: edit,
 			tool: v1alpha1.Tool{Name: "notes.write", Risk: low, Effect: write},
-			want: Result{Confirm, `mode Edit requires confirmation for tool "notes.write" (risk Low, effect Write): Edit confirms every write`},
+			want: Result{Confirm, `mode Edit requires confirmation for tool "notes.write" (risk Low, effect Write): ` +
+				`Edit confirms every write`},
 		},
 		"auto confirms a listed High-risk tool": {
 			mode:        auto,
 			tool:        v1alpha1.Tool{Name: "report.publish", Risk: high, Effect: external},
 			autoApprove: []string{"report.publish"},
-			want:        Result{Confirm, `mode Auto requires confirmation for tool "report.publish" (risk High, effect External): High risk is confirmed in every mode, even when autoApprove lists the tool`},
+			want: Result{Confirm, `mode Auto requires confirmation for tool "report.publish" (risk High, effect External): ` +
+				`High risk is confirmed in every mode, even when autoApprove lists the tool`},
 		},
 		"full allows a Medium-risk external call": {
 			mode: full,
 			tool: v1alpha1.Tool{Name: "mail.send", Risk: medium, Effect: external},
-			want: Result{Allow, `mode Full allows tool "mail.send" (risk Medium, effect External): Full needs no confirmation below High risk`},
+			want: Result{Allow, `mode Full allows tool "mail.send" (risk Medium, effect External): ` +
+				`Full needs no confirmation below High risk`},
 		},
 	}
 	for name, tc := range tests {

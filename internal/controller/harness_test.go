@@ -1,0 +1,266 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// world is one test's namespace with a policy and a session, plus a watch
+// that records every phase each run passes through.
+type world struct {
+	ns      string
+	session string
+
+	mu     sync.Mutex
+	phases map[string][]v1.Phase
+	stop   func()
+}
+
+func newWorld() *world {
+	GinkgoHelper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "story-"}}
+	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
+	w := &world{ns: ns.Name, session: "s", phases: map[string][]v1.Phase{}}
+
+	Expect(k8sClient.Create(ctx, &v1.RuntimePolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "p"},
+		Spec: v1.RuntimePolicySpec{
+			Tools: []v1.Tool{
+				{Name: "http.get", Risk: v1.RiskLow, Effect: v1.EffectNone},
+				{Name: "report.publish", Risk: v1.RiskHigh, Effect: v1.EffectExternal},
+			},
+		},
+	})).To(Succeed())
+	w.newSession(w.session)
+
+	watcher, err := k8sClient.Watch(ctx, &v1.ResearchRunList{}, client.InNamespace(w.ns))
+	Expect(err).NotTo(HaveOccurred())
+	w.stop = watcher.Stop
+	go func() {
+		defer GinkgoRecover()
+		for ev := range watcher.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			run, ok := ev.Object.(*v1.ResearchRun)
+			if !ok || run.Status.Phase == "" {
+				continue
+			}
+			w.mu.Lock()
+			seq := w.phases[run.Name]
+			if len(seq) == 0 || seq[len(seq)-1] != run.Status.Phase {
+				w.phases[run.Name] = append(seq, run.Status.Phase)
+			}
+			w.mu.Unlock()
+		}
+	}()
+	DeferCleanup(func() { w.stop() })
+	return w
+}
+
+func (w *world) newSession(name string) {
+	GinkgoHelper()
+	Expect(k8sClient.Create(ctx, &v1.Session{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
+		Spec:       v1.SessionSpec{PolicyRef: v1.LocalObjectReference{Name: "p"}},
+	})).To(Succeed())
+}
+
+// phaseSequence returns the phases the watch saw for run, in order, without
+// the Pending/Queued prefix.
+func (w *world) phaseSequence(run string) []v1.Phase {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []v1.Phase
+	for _, p := range w.phases[run] {
+		if len(out) == 0 && (p == v1.PhasePending || p == v1.PhaseQueued) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// run creates a ResearchRun with a small budget; mutate adjusts the spec.
+func (w *world) run(name string, mutate func(*v1.ResearchRun)) *v1.ResearchRun {
+	GinkgoHelper()
+	run := &v1.ResearchRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
+		Spec: v1.ResearchRunSpec{
+			SessionRef: v1.LocalObjectReference{Name: w.session},
+			Goal:       "survey the field",
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "agent", Image: "research-agent"}},
+			}},
+			Budget: v1.Budget{
+				ModelRequests: 10, ToolCalls: 10,
+				OutputReserve: v1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
+			},
+			Recovery: v1.Recovery{Backoff: &metav1.Duration{}},
+		},
+	}
+	if mutate != nil {
+		mutate(run)
+	}
+	Expect(k8sClient.Create(ctx, run)).To(Succeed())
+	return run
+}
+
+func (w *world) get(name string) *v1.ResearchRun {
+	GinkgoHelper()
+	run := &v1.ResearchRun{}
+	Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, run)).To(Succeed())
+	return run
+}
+
+// eventually waits until run is in phase (and, if given, has reason).
+func (w *world) eventually(name string, phase v1.Phase, reason v1.Reason) *v1.ResearchRun {
+	GinkgoHelper()
+	run := &v1.ResearchRun{}
+	Eventually(func(g Gomega) {
+		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, run)).To(Succeed())
+		g.Expect(run.Status.Phase).To(Equal(phase), "message: %s", run.Status.Message)
+		if reason != "" {
+			g.Expect(run.Status.Reason).To(Equal(reason), "message: %s", run.Status.Message)
+		}
+	}, timeout, interval).Should(Succeed())
+	return run
+}
+
+func attemptName(run string, n int) string { return fmt.Sprintf("%s-%d", run, n) }
+
+// pod waits for attempt n's pod to exist.
+func (w *world) pod(run string, n int) *corev1.Pod {
+	GinkgoHelper()
+	pod := &corev1.Pod{}
+	Eventually(func() error {
+		return k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName(run, n)}, pod)
+	}, timeout, interval).Should(Succeed())
+	return pod
+}
+
+// attempt waits for RunAttempt n to exist and returns it.
+func (w *world) attempt(run string, n int) *v1.RunAttempt {
+	GinkgoHelper()
+	ra := &v1.RunAttempt{}
+	Eventually(func() error {
+		return k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName(run, n)}, ra)
+	}, timeout, interval).Should(Succeed())
+	return ra
+}
+
+// kubelet sets attempt n's pod phase, as a kubelet would.
+func (w *world) kubelet(run string, n int, phase corev1.PodPhase) {
+	GinkgoHelper()
+	Eventually(func() error {
+		pod := w.pod(run, n)
+		pod.Status.Phase = phase
+		if pod.Status.StartTime == nil {
+			pod.Status.StartTime = ptr.To(metav1.Now())
+		}
+		if phase == corev1.PodFailed {
+			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
+				Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error"}}}}
+		}
+		return k8sClient.Status().Update(ctx, pod)
+	}, timeout, interval).Should(Succeed())
+}
+
+// start waits for attempt n's pod and marks it Running.
+func (w *world) start(run string, n int) {
+	GinkgoHelper()
+	w.kubelet(run, n, corev1.PodRunning)
+	w.eventually(run, v1.PhaseRunning, "")
+}
+
+// agent writes attempt n's status as the agent would (retrying conflicts).
+func (w *world) agent(run string, n int, mutate func(*v1.RunAttemptStatus)) {
+	GinkgoHelper()
+	Eventually(func() error {
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			ra := &v1.RunAttempt{}
+			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName(run, n)}, ra); err != nil {
+				return err
+			}
+			mutate(&ra.Status)
+			return k8sClient.Status().Update(ctx, ra)
+		})
+	}, timeout, interval).Should(Succeed())
+}
+
+// finish reports finish, a settled publication and the pod's exit.
+func (w *world) finish(run string, n int, settlement v1.Settlement) {
+	GinkgoHelper()
+	w.agent(run, n, func(s *v1.RunAttemptStatus) {
+		s.FinishProposed = true
+	})
+	w.eventually(run, v1.PhaseFinalizing, v1.ReasonCompleted)
+	w.settle(run, n, settlement)
+}
+
+// settle persists the publication's settlement and lets the pod exit.
+func (w *world) settle(run string, n int, settlement v1.Settlement) {
+	GinkgoHelper()
+	w.agent(run, n, func(s *v1.RunAttemptStatus) {
+		s.Publication = v1.Publication{BlocksPlanned: 3, BlocksCommitted: 3, Settlement: settlement, Settled: true}
+		if settlement == v1.SettlementPartial {
+			s.Publication.BlocksCommitted = 1
+		}
+	})
+	w.kubelet(run, n, corev1.PodSucceeded)
+}
+
+// attempts lists the RunAttempt numbers of run.
+func (w *world) attempts(run string) []int {
+	GinkgoHelper()
+	list := &v1.RunAttemptList{}
+	Expect(k8sClient.List(ctx, list, client.InNamespace(w.ns), client.MatchingLabels{v1.LabelRun: run})).To(Succeed())
+	var out []int
+	for _, ra := range list.Items {
+		n, err := strconv.Atoi(ra.Labels[v1.LabelAttempt])
+		Expect(err).NotTo(HaveOccurred())
+		out = append(out, n)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// podGone reports whether attempt n's pod no longer exists.
+func (w *world) podGone(run string, n int) bool {
+	err := k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName(run, n)}, &corev1.Pod{})
+	return apierrors.IsNotFound(err)
+}
+
+var _ = time.Second

@@ -1,0 +1,101 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/lifecycle"
+)
+
+// Metrics served on the manager's metrics endpoint.
+var (
+	runTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_run_phase_transitions_total",
+		Help: "ResearchRun phase transitions decided by the termination owner, by the phase entered.",
+	}, []string{"phase"})
+	runTerminations = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_run_terminations_total",
+		Help: "ResearchRuns that reached Terminated, by reason and settlement.",
+	}, []string{"reason", "settlement"})
+	attemptsStarted = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "agentrun_attempts_started_total",
+		Help: "RunAttempts created (first attempts and recoveries).",
+	})
+	factToDecision = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "agentrun_fact_to_decision_seconds",
+		Help:    "Time from a fact arriving (RunAttempt or pod event) to the decision that acted on it being written.",
+		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
+	})
+)
+
+var runsByPhaseDesc = prometheus.NewDesc("agentrun_runs", "ResearchRuns in the operator's cache, by phase.", []string{"phase"}, nil)
+
+// phaseCollector counts runs by phase from the informer cache at scrape time,
+// so the gauge is right after a restart and costs nothing between scrapes.
+type phaseCollector struct{ reader client.Reader }
+
+func (c phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- runsByPhaseDesc }
+
+func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
+	list := &v1.ResearchRunList{}
+	if err := c.reader.List(context.Background(), list); err != nil {
+		return
+	}
+	counts := map[v1.Phase]int{}
+	for i := range list.Items {
+		p := list.Items[i].Status.Phase
+		if p == "" {
+			p = v1.PhasePending
+		}
+		counts[p]++
+	}
+	for _, p := range []v1.Phase{v1.PhasePending, v1.PhaseQueued, v1.PhaseRunning, v1.PhaseRecovering, v1.PhaseFinalizing, v1.PhaseTerminated} {
+		ch <- prometheus.MustNewConstMetric(runsByPhaseDesc, prometheus.GaugeValue, float64(counts[p]), string(p))
+	}
+}
+
+// registerPhaseCollector registers the runs-by-phase gauge once per process.
+func registerPhaseCollector(reader client.Reader) {
+	phaseCollectorOnce.Do(func() { metrics.Registry.MustRegister(phaseCollector{reader: reader}) })
+}
+
+var phaseCollectorOnce sync.Once
+
+func init() {
+	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision)
+}
+
+// observeDecision records the metrics of an applied decision.
+func observeDecision(run *v1.ResearchRun, d lifecycle.Decision, waited time.Duration, hadFact bool) {
+	if hadFact {
+		factToDecision.Observe(waited.Seconds())
+	}
+	if d.Status.Phase == run.Status.Phase {
+		return
+	}
+	runTransitions.WithLabelValues(string(d.Status.Phase)).Inc()
+	if d.Status.Phase == v1.PhaseTerminated {
+		runTerminations.WithLabelValues(string(d.Status.Reason), string(d.Status.Settlement)).Inc()
+	}
+}

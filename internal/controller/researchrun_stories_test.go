@@ -1,0 +1,326 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package controller
+
+import (
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+var _ = Describe("The termination owner", func() {
+	var w *world
+	BeforeEach(func() { w = newWorld() })
+
+	It("1. completes a normal run: steps, finish, settlement Complete", func() {
+		w.run("normal", nil)
+		w.start("normal", 1)
+		ra := w.attempt("normal", 1)
+		Expect(ra.Spec.Grant.ModelRequests).To(Equal(int64(8)), "working allowance = budget 10 - reserve 2")
+		Expect(ra.Spec.PodUID).NotTo(BeEmpty())
+		w.agent("normal", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage = 3, 3, v1.Usage{ModelRequests: 3, ToolCalls: 2}
+		})
+		Eventually(func() int64 { return w.get("normal").Status.Steps }, timeout, interval).Should(Equal(int64(3)))
+
+		w.finish("normal", 1, v1.SettlementComplete)
+		run := w.eventually("normal", v1.PhaseTerminated, v1.ReasonCompleted)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementComplete))
+		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1.ConditionSucceeded)).To(BeTrue())
+		Expect(run.Status.CompletionTime).NotTo(BeNil())
+		Expect(run.Status.Budget.Used).To(Equal(v1.Usage{ModelRequests: 3, ToolCalls: 2}))
+		Expect(w.phaseSequence("normal")).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseFinalizing, v1.PhaseTerminated}))
+		Expect(w.attempts("normal")).To(Equal([]int{1}))
+		Eventually(func() v1.Phase { return w.attempt("normal", 1).Spec.RunPhase }, timeout, interval).Should(Equal(v1.PhaseTerminated))
+		Expect(w.attempt("normal", 1).Spec.Grant).To(Equal(v1.Grant{}), "no grant after Terminated")
+	})
+
+	It("2. survives a tool fault and a provider fault handled locally", func() {
+		w.run("faults", nil)
+		w.start("faults", 1)
+		w.agent("faults", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep = 2, 2
+			s.Faults = []v1.Fault{
+				{Scope: v1.FaultScopeTool, Kind: "Timeout", Retryable: true, Count: 1, LastMessage: "http.get timed out"},
+				{Scope: v1.FaultScopeProvider, Kind: "RateLimited", Retryable: true, Count: 1},
+			}
+		})
+		Eventually(func() int64 { return w.get("faults").Status.Gates.LocalFaults }, timeout, interval).Should(Equal(int64(2)))
+		Consistently(func() v1.Phase { return w.get("faults").Status.Phase }, time.Second, interval).Should(Equal(v1.PhaseRunning))
+		w.finish("faults", 1, v1.SettlementComplete)
+		w.eventually("faults", v1.PhaseTerminated, v1.ReasonCompleted)
+		Expect(w.attempts("faults")).To(Equal([]int{1}))
+	})
+
+	It("3. finalizes from the reserve when the working budget is used up", func() {
+		w.run("budget", nil)
+		w.start("budget", 1)
+		w.agent("budget", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage = 4, 4, v1.Usage{ModelRequests: 8, ToolCalls: 3}
+		})
+		run := w.eventually("budget", v1.PhaseFinalizing, v1.ReasonBudgetExhausted)
+		Expect(run.Status.Message).To(ContainSubstring("8/8"))
+		ra := w.attempt("budget", 1)
+		Expect(ra.Spec.Grant.FinalizeOnly).To(BeTrue())
+		Expect(ra.Spec.Grant.ModelRequests).To(Equal(int64(10)), "usage at entry 8 + reserve 2")
+
+		w.agent("budget", 1, func(s *v1.RunAttemptStatus) { s.Usage.ModelRequests = 10 })
+		w.settle("budget", 1, v1.SettlementPartial)
+		run = w.eventually("budget", v1.PhaseTerminated, v1.ReasonBudgetExhausted)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementPartial))
+		Expect(run.Status.Budget.Used.ModelRequests).To(Equal(int64(10)))
+		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1.ConditionSucceeded)).To(BeFalse())
+		Expect(w.phaseSequence("budget")).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseFinalizing, v1.PhaseTerminated}))
+	})
+
+	It("4. terminates at once when the budget is used up and there is no reserve", func() {
+		w.run("noreserve", func(r *v1.ResearchRun) { r.Spec.Budget.OutputReserve = v1.OutputReserve{} })
+		w.start("noreserve", 1)
+		w.agent("noreserve", 1, func(s *v1.RunAttemptStatus) { s.Steps, s.Usage.ModelRequests = 5, 10 })
+		run := w.eventually("noreserve", v1.PhaseTerminated, v1.ReasonBudgetExhausted)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementNone))
+		Expect(w.podGone("noreserve", 1)).To(BeTrue(), "the pod is deleted before Terminated")
+		Expect(w.phaseSequence("noreserve")).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseTerminated}))
+	})
+
+	It("5. degrades before it ends a run that repeats a call", func() {
+		w.run("repeat", nil)
+		w.start("repeat", 1)
+		w.agent("repeat", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep = 2, 2
+			s.Calls = []v1.CallCount{{Tool: "http.get", Fingerprint: "abc", Count: 2}}
+		})
+		Eventually(func(g Gomega) {
+			ra := w.attempt("repeat", 1)
+			g.Expect(ra.Spec.Directives).To(ContainElement(HaveField("Type", v1.DirectiveDegrade)))
+		}, timeout, interval).Should(Succeed())
+		Expect(w.get("repeat").Status.Phase).To(Equal(v1.PhaseRunning))
+
+		w.agent("repeat", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps = 3
+			s.Calls = []v1.CallCount{{Tool: "http.get", Fingerprint: "abc", Count: 3}}
+		})
+		w.eventually("repeat", v1.PhaseFinalizing, v1.ReasonRepeatedCall)
+		w.settle("repeat", 1, v1.SettlementPartial)
+		w.eventually("repeat", v1.PhaseTerminated, v1.ReasonRepeatedCall)
+	})
+
+	It("6. finalizes a run without progress, and a run at its step limit", func() {
+		w.run("stuck", func(r *v1.ResearchRun) { r.Spec.Gates.NoProgressLimit = 3 })
+		w.start("stuck", 1)
+		w.agent("stuck", 1, func(s *v1.RunAttemptStatus) { s.Steps, s.LastProgressStep = 4, 1 })
+		w.eventually("stuck", v1.PhaseFinalizing, v1.ReasonNoProgress)
+
+		w.newSession("s2")
+		w.session = "s2"
+		w.run("long", func(r *v1.ResearchRun) { r.Spec.Gates.MaxSteps = 5 })
+		w.start("long", 1)
+		w.agent("long", 1, func(s *v1.RunAttemptStatus) { s.Steps, s.LastProgressStep = 5, 5 })
+		w.eventually("long", v1.PhaseFinalizing, v1.ReasonStepLimit)
+	})
+
+	It("7. finalizes at the deadline and terminates at deadline + grace even if the pod never settles", func() {
+		w.run("late", func(r *v1.ResearchRun) {
+			r.Spec.Budget.Deadline = &metav1.Duration{Duration: 2 * time.Second}
+			r.Spec.Budget.FinalizationGrace = &metav1.Duration{Duration: 2 * time.Second}
+		})
+		w.start("late", 1)
+		w.eventually("late", v1.PhaseFinalizing, v1.ReasonDeadlineExceeded)
+		run := w.eventually("late", v1.PhaseTerminated, v1.ReasonDeadlineExceeded)
+		Expect(run.Status.CompletionTime.Sub(run.Status.StartTime.Time)).To(BeNumerically(">=", 4*time.Second))
+		Expect(w.podGone("late", 1)).To(BeTrue())
+	})
+
+	It("8. recovers a failed pod with nothing in flight, carrying the ledger", func() {
+		w.run("crash", nil)
+		w.start("crash", 1)
+		w.agent("crash", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage = 2, 2, v1.Usage{ModelRequests: 3, ToolCalls: 1}
+		})
+		Eventually(func() int64 { return w.get("crash").Status.Budget.Used.ModelRequests }, timeout, interval).Should(Equal(int64(3)))
+		w.kubelet("crash", 1, corev1.PodFailed)
+		w.eventually("crash", v1.PhaseRecovering, "")
+
+		ra2 := w.attempt("crash", 2)
+		Expect(ra2.Spec.Grant.ModelRequests).To(Equal(int64(5)), "working 8 - 3 used by attempt 1")
+		w.start("crash", 2)
+		w.agent("crash", 2, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage = 2, 2, v1.Usage{ModelRequests: 2}
+		})
+		w.finish("crash", 2, v1.SettlementComplete)
+		run := w.eventually("crash", v1.PhaseTerminated, v1.ReasonCompleted)
+		Expect(run.Status.Budget.Used.ModelRequests).To(Equal(int64(5)), "3 + 2, no double count")
+		Expect(run.Status.Attempt).To(Equal(int32(2)))
+		Expect(w.attempts("crash")).To(Equal([]int{1, 2}))
+		Expect(w.phaseSequence("crash")).To(Equal([]v1.Phase{
+			v1.PhaseRunning, v1.PhaseRecovering, v1.PhaseRunning, v1.PhaseFinalizing, v1.PhaseTerminated}))
+	})
+
+	It("9. never replays a side effect whose outcome is unknown", func() {
+		w.run("unsafe", nil)
+		w.start("unsafe", 1)
+		w.agent("unsafe", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps = 2
+			s.InFlight = []v1.InFlightEffect{{ID: "call-7", Tool: "report.publish", Effect: v1.EffectExternal}}
+		})
+		w.kubelet("unsafe", 1, corev1.PodFailed)
+		run := w.eventually("unsafe", v1.PhaseTerminated, v1.ReasonUnsafeToRecover)
+		Expect(run.Status.Message).To(ContainSubstring("report.publish"))
+		Consistently(func() []int { return w.attempts("unsafe") }, time.Second, interval).Should(Equal([]int{1}))
+
+		w.run("keyed", nil)
+		w.start("keyed", 1)
+		w.agent("keyed", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps = 2
+			s.InFlight = []v1.InFlightEffect{{ID: "call-8", Tool: "notes.write", Effect: v1.EffectWrite, IdempotencyKey: "k-8"}}
+		})
+		w.kubelet("keyed", 1, corev1.PodFailed)
+		w.attempt("keyed", 2)
+		Expect(w.phaseSequence("keyed")).To(ContainElement(v1.PhaseRecovering))
+	})
+
+	It("10. ends a run whose pod fails while finalizing with the original reason and the persisted settlement", func() {
+		w.run("finfail", func(r *v1.ResearchRun) { r.Spec.Gates.MaxSteps = 3 })
+		w.start("finfail", 1)
+		w.agent("finfail", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep = 3, 3
+			s.Publication = v1.Publication{BlocksPlanned: 3, BlocksCommitted: 1}
+		})
+		w.eventually("finfail", v1.PhaseFinalizing, v1.ReasonStepLimit)
+		w.kubelet("finfail", 1, corev1.PodFailed)
+		run := w.eventually("finfail", v1.PhaseTerminated, v1.ReasonStepLimit)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementPartial))
+		Consistently(func() []int { return w.attempts("finfail") }, time.Second, interval).Should(Equal([]int{1}))
+	})
+
+	It("11. treats a silent pod as a failed attempt after heartbeatTimeout", func() {
+		w.run("silent", func(r *v1.ResearchRun) {
+			r.Spec.Recovery.HeartbeatTimeout = &metav1.Duration{Duration: 2 * time.Second}
+		})
+		w.start("silent", 1)
+		w.eventually("silent", v1.PhaseRecovering, "")
+		w.attempt("silent", 2)
+		Eventually(func() bool { return w.podGone("silent", 1) }, timeout, interval).Should(BeTrue())
+	})
+
+	It("12. cancels at once with a zero grant, and finalizes on request", func() {
+		w.run("cancel", nil)
+		w.start("cancel", 1)
+		run := w.get("cancel")
+		run.Spec.Stop = v1.StopCancel
+		Expect(k8sClient.Update(ctx, run)).To(Succeed())
+		run = w.eventually("cancel", v1.PhaseTerminated, v1.ReasonCancelled)
+		Expect(run.Status.Budget.Granted).To(Equal(v1.Usage{}))
+		Expect(w.attempt("cancel", 1).Spec.Grant).To(Equal(v1.Grant{}))
+		Expect(w.podGone("cancel", 1)).To(BeTrue())
+		Expect(w.phaseSequence("cancel")).NotTo(ContainElement(v1.PhaseFinalizing))
+
+		w.newSession("s2")
+		w.session = "s2"
+		w.run("wrapup", nil)
+		w.start("wrapup", 1)
+		run = w.get("wrapup")
+		run.Spec.Stop = v1.StopFinalize
+		Expect(k8sClient.Update(ctx, run)).To(Succeed())
+		w.eventually("wrapup", v1.PhaseFinalizing, "")
+		Expect(w.attempt("wrapup", 1).Spec.Grant.FinalizeOnly).To(BeTrue())
+	})
+
+	It("13. ignores advice after finish: no extra grant, still Completed", func() {
+		w.run("advice", nil)
+		w.start("advice", 1)
+		w.agent("advice", 1, func(s *v1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage.ModelRequests = 2, 2, 2
+			s.FinishProposed = true
+		})
+		w.eventually("advice", v1.PhaseFinalizing, v1.ReasonCompleted)
+		grant := w.attempt("advice", 1).Spec.Grant
+		w.agent("advice", 1, func(s *v1.RunAttemptStatus) {
+			s.Advice = []v1.Advice{{Source: "reviewer", Kind: "Continue", Count: 1}, {Source: "stop-hook", Kind: "Block", Count: 1}}
+		})
+		Consistently(func() v1.Grant { return w.attempt("advice", 1).Spec.Grant }, time.Second, interval).Should(Equal(grant))
+		w.settle("advice", 1, v1.SettlementComplete)
+		run := w.eventually("advice", v1.PhaseTerminated, v1.ReasonCompleted)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementComplete))
+	})
+
+	It("14. reports a finished run whose publication settled Partial as Completed/Partial, not Succeeded", func() {
+		w.run("partial", nil)
+		w.start("partial", 1)
+		w.finish("partial", 1, v1.SettlementPartial)
+		run := w.eventually("partial", v1.PhaseTerminated, v1.ReasonCompleted)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementPartial))
+		Expect(meta.IsStatusConditionFalse(run.Status.Conditions, v1.ConditionSucceeded)).To(BeTrue())
+	})
+
+	It("15. finalizes from the reserve when the attempts are exhausted", func() {
+		w.run("exhausted", func(r *v1.ResearchRun) { r.Spec.Recovery.MaxAttempts = 1 })
+		w.start("exhausted", 1)
+		w.kubelet("exhausted", 1, corev1.PodFailed)
+		w.eventually("exhausted", v1.PhaseFinalizing, v1.ReasonRecoveryExhausted)
+		ra := w.attempt("exhausted", 2)
+		Expect(ra.Spec.Grant.FinalizeOnly).To(BeTrue())
+		w.kubelet("exhausted", 2, corev1.PodRunning)
+		w.settle("exhausted", 2, v1.SettlementPartial)
+		run := w.eventually("exhausted", v1.PhaseTerminated, v1.ReasonRecoveryExhausted)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementPartial))
+	})
+
+	It("16. has the API server refuse a backwards status write", func() {
+		w.run("back", nil)
+		w.start("back", 1)
+		w.finish("back", 1, v1.SettlementComplete)
+		run := w.eventually("back", v1.PhaseTerminated, v1.ReasonCompleted)
+		run.Status.Phase = v1.PhaseRunning
+		err := k8sClient.Status().Update(ctx, run)
+		Expect(err).To(MatchError(ContainSubstring("Terminated is absorbing")))
+	})
+
+	It("runs the runs of one session one at a time, in creation order", func() {
+		for _, name := range []string{"first", "second", "third"} {
+			w.run(name, nil)
+		}
+		w.eventually("first", v1.PhaseRunning, "")
+		second := w.eventually("second", v1.PhaseQueued, "")
+		Expect(second.Status.QueuePosition).To(Equal(int32(1)))
+		Expect(w.eventually("third", v1.PhaseQueued, "").Status.QueuePosition).To(Equal(int32(2)))
+		Eventually(func(g Gomega) {
+			s := &v1.Session{}
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: w.session}, s)).To(Succeed())
+			g.Expect(s.Status.ActiveRun).To(Equal("first"))
+			g.Expect(s.Status.QueuedRuns).To(Equal([]string{"second", "third"}))
+		}, timeout, interval).Should(Succeed())
+
+		w.start("first", 1)
+		w.finish("first", 1, v1.SettlementComplete)
+		w.eventually("first", v1.PhaseTerminated, v1.ReasonCompleted)
+		w.eventually("second", v1.PhaseRunning, "")
+		Expect(w.get("third").Status.Phase).To(Equal(v1.PhaseQueued))
+	})
+})
+
+var _ = ptr.To[int]
+var _ client.Object = (*v1.ResearchRun)(nil)

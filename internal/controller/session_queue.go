@@ -1,0 +1,195 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package controller
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/lifecycle"
+)
+
+// sessionRefIndex indexes ResearchRuns by spec.sessionRef.name.
+const sessionRefIndex = "spec.sessionRef.name"
+
+// Queue defaults when the policy sets none (the source document's values).
+const (
+	defaultQueueLimit   = 100
+	defaultQueueTimeout = 30 * time.Minute
+)
+
+// queueSettings returns the session's effective queue limit and timeout: the
+// session's override within the policy's bounds, else the policy's default.
+func queueSettings(session *v1.Session, policy *v1.RuntimePolicy) (int32, time.Duration) {
+	limit, timeout := int32(defaultQueueLimit), defaultQueueTimeout
+	var maxLimit int32 = -1
+	var maxTimeout time.Duration = -1
+	if policy != nil {
+		q := policy.Spec.Queue
+		if q.DefaultLimit > 0 || q.MaxLimit > 0 {
+			limit = q.DefaultLimit
+		}
+		if q.MaxLimit > 0 {
+			maxLimit = q.MaxLimit
+		}
+		if q.DefaultTimeout != nil {
+			timeout = q.DefaultTimeout.Duration
+		}
+		if q.MaxTimeout != nil {
+			maxTimeout = q.MaxTimeout.Duration
+		}
+	}
+	if session != nil {
+		if session.Spec.Queue.Limit != nil {
+			limit = *session.Spec.Queue.Limit
+		}
+		if session.Spec.Queue.Timeout != nil {
+			timeout = session.Spec.Queue.Timeout.Duration
+		}
+	}
+	if maxLimit >= 0 && limit > maxLimit {
+		limit = maxLimit
+	}
+	if maxTimeout >= 0 && timeout > maxTimeout {
+		timeout = maxTimeout
+	}
+	return limit, timeout
+}
+
+// sessionRuns returns the runs of a session from the cache.
+func (r *ResearchRunReconciler) sessionRuns(ctx context.Context, namespace, session string) ([]v1.ResearchRun, error) {
+	list := &v1.ResearchRunList{}
+	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{sessionRefIndex: session}); err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+// fifo orders runs by creation time, name breaking ties.
+func fifo(a, b *v1.ResearchRun) int {
+	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
+		return c
+	}
+	return strings.Compare(a.Name, b.Name)
+}
+
+// queueView says whether run holds its session and, if not, where it waits.
+// A run claims a free session by writing Session.status.activeRun with a
+// resourceVersion precondition, so with any number of workers and a stale
+// cache at most one claim succeeds; the loser sees a conflict and tries again.
+func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1.ResearchRun, session *v1.Session, policy *v1.RuntimePolicy) (lifecycle.QueueView, error) {
+	if session == nil || run.Status.Phase.IsActive() {
+		// An active run keeps going: the queue only gates starting.
+		return lifecycle.QueueView{Holder: true}, nil
+	}
+	limit, timeout := queueSettings(session, policy)
+	view := lifecycle.QueueView{Limit: limit, Timeout: timeout}
+	if session.Status.ActiveRun == run.Name {
+		view.Holder = true
+		return view, nil
+	}
+
+	runs, err := r.sessionRuns(ctx, run.Namespace, session.Name)
+	if err != nil {
+		return view, err
+	}
+	holderLive := false
+	var waiting []*v1.ResearchRun
+	for i := range runs {
+		o := &runs[i]
+		if o.Status.Phase == v1.PhaseTerminated || o.DeletionTimestamp != nil {
+			continue
+		}
+		if o.Name == session.Status.ActiveRun {
+			holderLive = true
+			continue
+		}
+		if o.Status.Phase.IsActive() {
+			// Holds the session by phase even if the session's status lost it.
+			holderLive = true
+			continue
+		}
+		waiting = append(waiting, o)
+	}
+	slices.SortFunc(waiting, fifo)
+	for i, o := range waiting {
+		if o.Name == run.Name {
+			view.Position = int32(i + 1)
+			break
+		}
+	}
+	if view.Position == 0 {
+		// Not in the cache's list yet: it is the newest.
+		view.Position = int32(len(waiting) + 1)
+	}
+	if holderLive || view.Position != 1 {
+		return view, nil
+	}
+
+	next := session.DeepCopy()
+	next.Status.ActiveRun = run.Name
+	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return view, errClaimLost
+		}
+		return view, err
+	}
+	view.Holder, view.Position = true, 0
+	return view, nil
+}
+
+// releaseSession frees the session a terminated run holds, so the next run in
+// line can claim it.
+func (r *ResearchRunReconciler) releaseSession(ctx context.Context, run *v1.ResearchRun) error {
+	session := &v1.Session{}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, session); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if session.Status.ActiveRun != run.Name {
+		return nil
+	}
+	next := session.DeepCopy()
+	next.Status.ActiveRun = ""
+	err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{}))
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+// runsOfSession maps a Session event to its runs that are not Terminated.
+func (r *ResearchRunReconciler) runsOfSession(ctx context.Context, obj client.Object) []reconcile.Request {
+	runs, err := r.sessionRuns(ctx, obj.GetNamespace(), obj.GetName())
+	if err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range runs {
+		if runs[i].Status.Phase == v1.PhaseTerminated {
+			continue
+		}
+		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: runs[i].Namespace, Name: runs[i].Name}})
+	}
+	return reqs
+}

@@ -1,0 +1,155 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package controller
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// factClock remembers, per run, when the oldest fact not yet acted on arrived
+// (a RunAttempt or pod event), so the fact-to-decision latency can be measured.
+type factClock struct {
+	clock clock.PassiveClock
+	mu    sync.Mutex
+	first map[types.NamespacedName]time.Time
+}
+
+func newFactClock(c clock.PassiveClock) *factClock {
+	return &factClock{clock: c, first: map[types.NamespacedName]time.Time{}}
+}
+
+func (f *factClock) record(key types.NamespacedName) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, ok := f.first[key]; !ok {
+		f.first[key] = f.clock.Now()
+	}
+}
+
+// take returns how long the oldest pending fact of key waited, and clears it.
+func (f *factClock) take(key types.NamespacedName, now time.Time) (time.Duration, bool) {
+	if f == nil {
+		return 0, false
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	t, ok := f.first[key]
+	delete(f.first, key)
+	if !ok {
+		return 0, false
+	}
+	return now.Sub(t), true
+}
+
+func (f *factClock) forget(key types.NamespacedName) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.first, key)
+}
+
+// wrap returns an event handler that enqueues the controlling ResearchRun of
+// the event's object and records when the fact arrived.
+func (f *factClock) wrap() handler.EventHandler {
+	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		ref := metav1.GetControllerOf(obj)
+		if ref == nil || ref.Kind != "ResearchRun" || ref.APIVersion != v1.GroupVersion.String() {
+			return
+		}
+		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}
+		f.record(key)
+		q.Add(reconcile.Request{NamespacedName: key})
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			enqueue(e.Object, q)
+		},
+	}
+}
+
+// expectations remembers pods this process created until the cache shows them
+// (or a timeout passes), like the Job controller's expectations: while a
+// creation is pending, a pod missing from the cache is read live instead of
+// being taken as gone or created again.
+type expectations struct {
+	clock   clock.PassiveClock
+	timeout time.Duration
+	mu      sync.Mutex
+	inflight map[types.NamespacedName]time.Time
+}
+
+func newExpectations(c clock.PassiveClock, timeout time.Duration) *expectations {
+	return &expectations{clock: c, timeout: timeout, inflight: map[types.NamespacedName]time.Time{}}
+}
+
+func (e *expectations) expect(key types.NamespacedName) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inflight[key] = e.clock.Now()
+}
+
+func (e *expectations) observed(key types.NamespacedName) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	delete(e.inflight, key)
+}
+
+func (e *expectations) pending(key types.NamespacedName) bool {
+	if e == nil {
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	t, ok := e.inflight[key]
+	if ok && e.clock.Since(t) > e.timeout {
+		delete(e.inflight, key)
+		return false
+	}
+	return ok
+}

@@ -1,0 +1,84 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package lifecycle owns every decision that ends, pauses or finalizes a run;
+// pure: no client, no time.Now.
+//
+// The ResearchRun reconciler gathers the facts of a run (its spec and
+// persisted status, every RunAttempt, the current attempt's pod, its place
+// in the session's queue, the time) into an Input, calls Decide, and applies
+// the Decision: one status write if the status changed, the RunAttempt and
+// pod the decision asks for, the pods it asks to delete, the events, the
+// requeue. Nothing else ends a run.
+//
+// # The ladder
+//
+// Decide walks one ordered list of rules (ladder, in decide.go); the first
+// rule that matches decides the pass:
+//
+//  1. Terminated: absorbing; the status is returned unchanged, no action.
+//  2. Stopping: an earlier pass decided the run ends (status.reason, with
+//     condition Ready=False/Stopping) and is waiting for the pod to stop. The
+//     decision stands even if the facts behind it change; the run becomes
+//     Terminated with that reason once the pod has stopped.
+//  3. Cancel: spec.stop Cancel → grant zero, delete the pod, Terminated/
+//     Cancelled once it stopped; never Finalizing. A run that never started
+//     ends at once (also for spec.stop Finalize: nothing to finalize).
+//  4. Queue (Pending/Queued): beyond the queue limit → QueueFull; waited past
+//     the timeout → QueueTimeout; else Queued. The session holder becomes
+//     Running (startTime, attempt 1) and the ladder goes on from rule 5.
+//  5. Hard deadline: startTime + deadline + finalizationGrace passed →
+//     DeadlineExceeded (a finalizing run keeps its reason). It sits above the
+//     fact-driven rules so that nothing — a stuck finalization, a pod failing
+//     in a loop — keeps a run (and its session) past it.
+//  6. Attempt failed (the current attempt's pod failed, vanished, exited
+//     without finishing; a fault was escalated; heartbeats stopped):
+//     a. an in-flight side effect without idempotency key → UnsafeToRecover;
+//     b. Finalizing → Terminated with the reason it was finalizing for;
+//     c. a gate already at its hard limit → finalize with that reason in a
+//     new, finalize-only attempt if the reserve is intact, else end;
+//     d. attempts left → Recovering: delete the pod, wait for the backoff
+//     (counted from the Recovering condition's LastTransitionTime), start
+//     the next attempt; Running again once its pod runs;
+//     e. else RecoveryExhausted: finalize in a new finalize-only attempt if
+//     the reserve is intact, else end.
+//  7. Policy violation: the current attempt's counters went below the ledger,
+//     or its usage exceeds its grant → PolicyViolation.
+//  8. Finish: finish proposed (or spec.stop Finalize) → Finalizing/Completed;
+//     a finalizing run whose publication settled → Terminated with its
+//     reason and the settled value. Advice never enters this decision.
+//  9. Gates (Running/Recovering): working budget, deadline, maxSteps,
+//     sameCallLimit, noProgressLimit, in that order; at a hard limit →
+//     Finalizing with the gate's reason if the reserve is intact, else end.
+//  10. Steady: keep working with the working allowance and the directives
+//     (Degrade, then Compress, as gates come close); local faults are only
+//     counted.
+//
+// "End" always means: Terminated at once if the pod has stopped, else delete
+// the pod and wait (rule 2). A run is never declared Terminated while its
+// current pod may still run.
+//
+// # Budget
+//
+// Grants are absolute counters of the attempt's own usage. Running: budget
+// minus reserve minus what the other attempts used. Finalizing: the
+// attempt's usage when finalization began plus what is left of the reserve,
+// persisted in status.budget.granted and never raised afterwards. Zero once
+// the run is ending or has ended. The ledger (status.ledger) keeps each
+// attempt's last reported counters; the run's usage is their sum, so a
+// replacement attempt never double-counts and a superseded attempt's usage
+// still counts. Facts of superseded attempts cannot drive the phase.
+package lifecycle
