@@ -333,6 +333,13 @@ type ResolvedInterceptor struct {
 	// veto is true when the interceptor may end the call (Pre interceptors).
 	// +optional
 	Veto bool `json:"veto,omitempty"`
+	// role of the interceptor (Authentication, Redaction, Audit, ...).
+	// +optional
+	Role InterceptorRole `json:"role,omitempty"`
+	// buffered says an Allow-posture interceptor buffers and resends its
+	// output, so an error loses nothing.
+	// +optional
+	Buffered bool `json:"buffered,omitempty"`
 	// registrationIndex is the interceptor's position in spec.interceptors; it
 	// only breaks ties of equal phase and priority.
 	// +required

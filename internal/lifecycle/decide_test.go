@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -616,6 +617,30 @@ func decideCases() map[string]decideCase {
 				Directives: []string{"Degrade/Budget: 38/40 model requests", "Compress/Budget: 38/40 model requests"},
 				Conditions: []string{readyTrue}},
 		},
+		"requeue: at the Compress point of the deadline": {
+			in: with(runningAt(26*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(1, 0)})),
+				func(in *Input) { in.Spec.Recovery.HeartbeatTimeout.Duration = 10 * time.Minute }),
+			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: time.Minute,
+				Directives: []string{"Degrade/Deadline: 26m0s of the 30m0s deadline elapsed"}, Conditions: []string{readyTrue}},
+		},
+		"requeue: at the deadline": {
+			in: with(runningAt(28*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(1, 0)})),
+				func(in *Input) { in.Spec.Recovery.HeartbeatTimeout.Duration = 10 * time.Minute }),
+			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 2 * time.Minute,
+				Directives: []string{"Degrade/Deadline: 28m0s of the 30m0s deadline elapsed", "Compress/Deadline: 28m0s of the 30m0s deadline elapsed"},
+				Conditions: []string{readyTrue}},
+		},
+		"requeue: at the hard deadline while finalizing": {
+			in: with(runningAt(31*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 0)})),
+				finalizingSince(v1alpha1.ReasonDeadlineExceeded, 30*time.Minute, usage(12, 2)),
+				func(in *Input) {
+					in.Spec.Recovery.HeartbeatTimeout.Duration = 10 * time.Minute
+					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 12, ToolCalls: 2, FinalizeOnly: true}
+				}),
+			want: outcome{Rung: "Steady", Phase: finalizing, Reason: v1alpha1.ReasonDeadlineExceeded, StatusAttempt: 1, Attempt: 1,
+				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 2, FinalizeOnly: true}, RequeueAfter: time.Minute,
+				Conditions: []string{"Finalizing=True/DeadlineExceeded", readyFinal}},
+		},
 		"steady: local faults are counted and change nothing": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(2, 2), Faults: []v1alpha1.Fault{
 				{Scope: v1alpha1.FaultScopeTool, Kind: "Timeout", Count: 3, Retryable: true},
@@ -673,7 +698,6 @@ func TestDecide(t *testing.T) {
 	}
 }
 
-
 // TestLadderCoverage checks that the table exercises every rung of the
 // ladder and every reason this package decides.
 func TestLadderCoverage(t *testing.T) {
@@ -695,5 +719,66 @@ func TestLadderCoverage(t *testing.T) {
 		if !reasons[r] {
 			t.Errorf("no case reaches reason %s", r)
 		}
+	}
+}
+
+func TestTerminatedIsAbsorbing(t *testing.T) {
+	in := with(runningAt(time.Hour, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(99, 99), FinishProposed: true})),
+		phase(terminated, v1alpha1.ReasonStepLimit), podIs(PodRunning),
+		func(in *Input) {
+			in.Spec.Stop = v1alpha1.StopCancel
+			in.Status.Settlement = v1alpha1.SettlementPartial
+			in.Status.CompletionTime = mt(10 * time.Minute)
+			in.Status.Message = "step limit reached at 20/20 steps; finalized; 3 of 5 blocks published"
+		})
+	want := Decision{Status: *in.Status.DeepCopy()}
+	if diff := cmp.Diff(want, Decide(in)); diff != "" {
+		t.Errorf("a Terminated run must not change (-want +got):\n%s", diff)
+	}
+}
+
+// TestAdviceNeverChangesTheDecision: advisory facts (reviewer, stop hook)
+// are recorded by the agent but never block, delay or extend a run.
+func TestAdviceNeverChangesTheDecision(t *testing.T) {
+	advice := []v1alpha1.Advice{{Source: "reviewer", Kind: "NeedsChanged", Count: 4}, {Source: "stop-hook", Kind: "Block", Count: 2}}
+	for name, tc := range decideCases() {
+		if len(tc.in.Attempts) == 0 {
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			without := Decide(tc.in)
+			in := tc.in
+			in.Attempts = slices.Clone(in.Attempts)
+			for i := range in.Attempts {
+				in.Attempts[i].Status.Advice = advice
+			}
+			if diff := cmp.Diff(without, Decide(in)); diff != "" {
+				t.Errorf("advice changed the decision (-without +with):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestThreshold(t *testing.T) {
+	cases := map[string]struct {
+		pct   int32
+		limit int64
+		want  int64
+	}{
+		"75% of 20":            {75, 20, 15},
+		"90% of 20":            {90, 20, 18},
+		"75% of 4 rounds up":   {75, 4, 3},
+		"90% of 4 stays below": {90, 4, 3},
+		"100% stays below":     {100, 40, 39},
+		"1% of 3 rounds up":    {1, 3, 1},
+		"75% of 2":             {75, 2, 1},
+		"huge limit":           {90, 1 << 62, (1<<62)/100*90 + 4}, // ceil(2^62·0.9) without overflow
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			if got := threshold(tc.pct, tc.limit); got != tc.want {
+				t.Errorf("threshold(%d, %d) = %d, want %d", tc.pct, tc.limit, got, tc.want)
+			}
+		})
 	}
 }

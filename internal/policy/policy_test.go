@@ -86,10 +86,10 @@ func names(chain []v1alpha1.ResolvedInterceptor) []string {
 
 func TestResolveMinimal(t *testing.T) {
 	want := []v1alpha1.ResolvedInterceptor{
-		{Name: "auth", Class: security, Phase: pre, Priority: 10, OnError: deny, Veto: true, RegistrationIndex: 0},
-		{Name: "rate_limit", Class: resource, Phase: pre, Priority: 20, OnError: deny, Veto: true, RegistrationIndex: 1},
-		{Name: "redact", Class: security, Phase: post, Priority: 50, OnError: deny, RegistrationIndex: 2},
-		{Name: "audit", Class: observability, Phase: post, Priority: 90, OnError: allow, RegistrationIndex: 3},
+		{Name: "auth", Class: security, Phase: pre, Priority: 10, OnError: deny, Veto: true, Role: v1alpha1.RoleAuthentication, RegistrationIndex: 0},
+		{Name: "rate_limit", Class: resource, Phase: pre, Priority: 20, OnError: deny, Veto: true, Role: v1alpha1.RoleIdentityConsumer, RegistrationIndex: 1},
+		{Name: "redact", Class: security, Phase: post, Priority: 50, OnError: deny, Role: v1alpha1.RoleRedaction, RegistrationIndex: 2},
+		{Name: "audit", Class: observability, Phase: post, Priority: 90, OnError: allow, Role: v1alpha1.RoleAudit, Buffered: true, RegistrationIndex: 3},
 	}
 	spec := minimal()
 	if diff := cmp.Diff(want, Resolve(spec.Interceptors)); diff != "" {

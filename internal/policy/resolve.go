@@ -42,6 +42,8 @@ func Resolve(interceptors []v1alpha1.Interceptor) []v1alpha1.ResolvedInterceptor
 			Priority:          ic.Priority,
 			OnError:           ic.OnError,
 			Veto:              ic.Veto != nil && *ic.Veto,
+			Role:              ic.Role,
+			Buffered:          ic.Buffered,
 			RegistrationIndex: int32(i),
 		}
 	}

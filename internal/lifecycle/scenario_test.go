@@ -1,0 +1,125 @@
+package lifecycle
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// TestScenario walks one run through its life, pass by pass, applying every
+// decision as the reconciler would: queued, started, evicted, recovered with
+// the ledger carried, budget exhausted, finalized from the reserve, settled,
+// terminated once the pod is gone.
+func TestScenario(t *testing.T) {
+	s := newSim(testSpec(), QueueView{Position: 1, Limit: 2, Timeout: 10 * time.Minute})
+	run := func(a *AttemptFacts, mr, tc, steps int64) {
+		a.Status.Usage = usage(mr, tc)
+		a.Status.Steps, a.Status.LastProgressStep = steps, steps
+		a.Status.HeartbeatTime = &metav1.Time{Time: s.now}
+	}
+	steps := []struct {
+		name    string
+		after   time.Duration
+		facts   func()
+		want    outcome
+		message string
+	}{
+		{name: "queued behind the active run",
+			want: outcome{Rung: "Queue", Phase: queued, RequeueAfter: 10 * time.Minute, Events: []string{"Normal/Queued"},
+				Conditions: []string{"Ready=False/Queued"}}},
+		{name: "holds the session: attempt 1 starts", after: 30 * time.Second,
+			facts: func() { s.queue = QueueView{Holder: true} },
+			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
+				RequeueAfter: 22*time.Minute + 30*time.Second, Events: []string{"Normal/Running"}, Conditions: []string{readyTrue}}},
+		{name: "works: 30 requests, Degrade", after: 5 * time.Minute,
+			facts: func() {
+				*s.pod() = PodObservation{Phase: PodRunning, Created: true, StartTime: s.now.Add(-4 * time.Minute)}
+				run(s.attempt(), 30, 4, 10)
+			},
+			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: time.Minute,
+				Directives: []string{"Degrade/Budget: 30/40 model requests"}, Conditions: []string{readyTrue}}},
+		{name: "evicted: Recovering, backoff", after: 10 * time.Second,
+			facts: func() { s.pod().Phase, s.pod().Message = PodFailed, "Evicted: node pressure" },
+			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
+				Events: []string{"Warning/Recovering"}, Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+			message: "attempt 1 failed: its pod failed: Evicted: node pressure; attempt 2 of 3 starts after the 5s backoff"},
+		{name: "backoff over: attempt 2 gets what attempt 1 left", after: 5 * time.Second,
+			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 2, Attempt: 2,
+				Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14}, Superseded: []int32{1},
+				RequeueAfter: 17*time.Minute + 15*time.Second, // the Degrade point of the deadline, 23m after t0
+				Directives:   []string{"Degrade/Budget: 30/40 model requests"}, Events: []string{"Normal/AttemptStarted"},
+				Conditions: []string{"Ready=False/Recovering", "Recovering=True/StartingAttempt"}}},
+		{name: "attempt 2 runs: Running again, 35 used in all", after: 10 * time.Second,
+			facts: func() {
+				*s.pod() = PodObservation{Phase: PodRunning, Created: true, StartTime: s.now}
+				run(s.attempt(), 5, 1, 2)
+			},
+			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 2, Attempt: 2,
+				Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14}, Superseded: []int32{1}, RequeueAfter: time.Minute,
+				Directives: []string{"Degrade/Budget: 35/40 model requests"}, Events: []string{"Normal/Running"},
+				Conditions: []string{readyTrue, "Recovering=False/Recovered"}},
+			message: "attempt 2 running: 35/40 model requests, 12/20 steps; directives: Degrade at 35/40 model requests"},
+		{name: "working budget used up: Finalizing from the reserve", after: time.Minute,
+			facts: func() { run(s.attempt(), 10, 3, 5) },
+			want: outcome{Rung: "Gates", Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 2, Attempt: 2,
+				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 5, FinalizeOnly: true}, Superseded: []int32{1},
+				RequeueAfter: time.Minute, Events: []string{"Normal/Finalizing"},
+				Conditions: []string{"Finalizing=True/BudgetExhausted", readyFinal, "Recovering=False/Recovered"}},
+			message: "working budget exhausted at 40/40 model requests; finalizing from the reserve of 2 model requests and 2 tool calls"},
+		{name: "publishes and settles while its pod runs: delete it", after: 20 * time.Second,
+			facts: func() {
+				run(s.attempt(), 12, 5, 6)
+				s.attempt().Status.Publication = v1alpha1.Publication{BlocksPlanned: 5, BlocksCommitted: 3, Settled: true,
+					Settlement: v1alpha1.SettlementPartial, Location: "configmap/r1-report"}
+			},
+			want: outcome{Rung: "Finish", Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 2,
+				Superseded: []int32{1}, DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"},
+				Conditions: []string{"Finalizing=False/Stopping", readyStop, "Recovering=False/Recovered"}}},
+		{name: "still stopping", after: time.Second,
+			want: outcome{Rung: "Stopping", Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 2,
+				Superseded: []int32{1}, DeletePod: true, RequeueAfter: StopPollInterval,
+				Conditions: []string{"Finalizing=False/Stopping", readyStop, "Recovering=False/Recovered"}}},
+		{name: "pod gone: Terminated", after: time.Second,
+			facts: func() { s.pod().Phase = PodAbsent },
+			want: outcome{Rung: "Stopping", Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
+				StatusAttempt: 2, Superseded: []int32{1}, Events: []string{"Warning/Terminated"},
+				Conditions: []string{"Finalizing=False/Stopping", "Ready=False/BudgetExhausted", "Recovering=False/Recovered",
+					"Succeeded=False/BudgetExhausted"}},
+			message: "working budget exhausted at 40/40 model requests; finalized from the reserve of 2 model requests and 2 tool calls; " +
+				"3 of 5 blocks published to configmap/r1-report"},
+		{name: "and stays so", after: time.Hour,
+			want: outcome{Rung: "Terminated", Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
+				StatusAttempt: 2,
+				Conditions: []string{"Finalizing=False/Stopping", "Ready=False/BudgetExhausted", "Recovering=False/Recovered",
+					"Succeeded=False/BudgetExhausted"}}},
+	}
+	for _, st := range steps {
+		s.now = s.now.Add(st.after)
+		if st.facts != nil {
+			st.facts()
+		}
+		d, rung := s.step()
+		if diff := cmp.Diff(st.want, summarize(d, rung)); diff != "" {
+			t.Fatalf("%s (-want +got):\n%s\nmessage: %s", st.name, diff, d.Status.Message)
+		}
+		if st.message != "" && d.Status.Message != st.message {
+			t.Fatalf("%s: message\n got %q\nwant %q", st.name, d.Status.Message, st.message)
+		}
+	}
+	st := s.status
+	wantBudget := v1alpha1.BudgetStatus{Used: usage(42, 9), Remaining: usage(0, 11)}
+	if diff := cmp.Diff(wantBudget, st.Budget); diff != "" {
+		t.Errorf("budget (-want +got):\n%s", diff)
+	}
+	wantLedger := []v1alpha1.AttemptLedger{{Attempt: 1, Used: usage(30, 4), Steps: 10}, {Attempt: 2, Used: usage(12, 5), Steps: 6}}
+	if diff := cmp.Diff(wantLedger, st.Ledger); diff != "" {
+		t.Errorf("ledger (-want +got):\n%s", diff)
+	}
+	if st.QueuedTime == nil || st.StartTime == nil || st.FinalizingTime == nil || st.CompletionTime == nil || st.Steps != 16 {
+		t.Errorf("times and steps: %+v", st)
+	}
+}
