@@ -84,6 +84,9 @@ type ResearchRunReconciler struct {
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles is the number of workers (default 4).
 	MaxConcurrentReconciles int
+	// RunnerClusterRole is bound to the runner service account in every
+	// namespace with attempts (default agentrun-runner).
+	RunnerClusterRole string
 
 	// facts records when an unprocessed fact arrived, per run, for the
 	// fact-to-decision latency metric.
@@ -91,6 +94,7 @@ type ResearchRunReconciler struct {
 	// podExpectations remembers pods this process created whose creation the
 	// cache has not shown yet, so a stale cache never yields a second pod.
 	podExpectations *expectations
+	runners         *runners
 }
 
 var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
@@ -483,6 +487,9 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1.ResearchR
 		if err := controllerutil.SetControllerReference(run, built, r.Scheme); err != nil {
 			return err
 		}
+		if err := r.runners.ensure(ctx, r.Client, r.APIReader, run.Namespace, sa); err != nil {
+			return fmt.Errorf("preparing runner service account %s/%s: %w", run.Namespace, sa, err)
+		}
 		r.podExpectations.expect(key)
 		if err := r.Create(ctx, built); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
@@ -555,6 +562,10 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.facts = newFactClock(r.Clock)
 	registerPhaseCollector(mgr.GetCache())
 	r.podExpectations = newExpectations(r.Clock, time.Minute)
+	if r.RunnerClusterRole == "" {
+		r.RunnerClusterRole = DefaultRunnerClusterRole
+	}
+	r.runners = &runners{clusterRole: r.RunnerClusterRole, ready: map[string]bool{}}
 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
