@@ -124,6 +124,8 @@ type pass struct {
 	requeue    []time.Time
 }
 
+// newPass starts a pass: it copies the status, folds the attempts' facts
+// into the ledger and finds the current attempt.
 func newPass(in Input) *pass {
 	p := &pass{in: in, lim: limitsFor(in.Spec), now: in.Now.UTC(), podValid: true}
 	p.st = *in.Status.DeepCopy()
@@ -377,8 +379,9 @@ func (p *pass) hardDeadline() bool {
 // and is replacing it). In order: an in-flight effect without idempotency
 // key ends the run (UnsafeToRecover); a finalizing run ends with its
 // reason; a gate already at its limit finalizes (in a new attempt) or ends;
-// attempts left start a replacement after the backoff; otherwise recovery
-// is exhausted and the run finalizes in a new attempt or ends.
+// a spec.stop Finalize finalizes in a new attempt; attempts left start a
+// replacement after the backoff; otherwise recovery is exhausted and the
+// run finalizes in a new attempt or ends.
 func (p *pass) attemptFailed() bool {
 	why, failed := p.failure()
 	rc := p.condition(v1alpha1.ConditionRecovering)
@@ -402,6 +405,12 @@ func (p *pass) attemptFailed() bool {
 	}
 	if g, ok := p.hardGate(); ok {
 		p.finalizeOrEnd(g.reason, story+"; "+g.cause, true)
+		return true
+	}
+	if p.in.Spec.Stop == v1alpha1.StopFinalize {
+		// Wrap up as asked, in a new attempt, rather than recover first.
+		p.startAttempt(p.cur + 1)
+		p.enterFinalizing(v1alpha1.ReasonCompleted, story+"; finalize requested (spec.stop: Finalize)")
 		return true
 	}
 	if p.cur < p.lim.maxAttempts {

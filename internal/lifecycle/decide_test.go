@@ -23,11 +23,8 @@ const (
 )
 
 var (
-	working    = v1alpha1.Grant{ModelRequests: 40, ToolCalls: 18} // attempt 1's working grant under testSpec
-	noGrant    = v1alpha1.Grant{}
-	readyTrue  = "Ready=True/Running"
-	readyFinal = "Ready=False/Finalizing"
-	readyStop  = "Ready=False/Stopping"
+	working = v1alpha1.Grant{ModelRequests: 40, ToolCalls: 18} // attempt 1's working grant under testSpec
+	noGrant = v1alpha1.Grant{}
 )
 
 func cond(t string, s metav1.ConditionStatus, reason, msg string, since time.Duration) metav1.Condition {
@@ -74,10 +71,6 @@ func phase(p v1alpha1.Phase, reason v1alpha1.Reason) func(*Input) {
 
 func podIs(ph PodPhase) func(*Input) { return func(in *Input) { in.Pod.Phase = ph } }
 
-func conds(cs ...metav1.Condition) func(*Input) {
-	return func(in *Input) { in.Status.Conditions = cs }
-}
-
 // finalizingSince puts the run in Finalizing for reason since t, with the
 // persisted grant g.
 func finalizingSince(reason v1alpha1.Reason, since time.Duration, g v1alpha1.Usage) func(*Input) {
@@ -122,7 +115,8 @@ func decideCases() map[string]decideCase {
 			in.Status.Conditions = []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionFalse, CondReasonStopping, "decided earlier", 0)}
 		}
 	}
-	recoveringFrom := func(failedAt time.Duration, reason string) func(*Input) {
+	recoveringFrom := func(reason string) func(*Input) { // attempt 1 failed at t0+10s
+		const failedAt = 10 * time.Second
 		return func(in *Input) {
 			in.Status.Phase = recovering
 			in.Status.Conditions = []metav1.Condition{
@@ -138,57 +132,57 @@ func decideCases() map[string]decideCase {
 			in: with(runningAt(time.Hour, fact(1, v1alpha1.RunAttemptStatus{FinishProposed: true})),
 				phase(terminated, v1alpha1.ReasonCompleted), cancel,
 				func(in *Input) { in.Status.Settlement = v1alpha1.SettlementComplete }),
-			want: outcome{Rung: "Terminated", Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementComplete, StatusAttempt: 1},
+			want: outcome{Rung: rungTerminated, Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementComplete, StatusAttempt: 1},
 		},
 
 		// Rung 2: an earlier pass decided to end.
 		"stopping: the decision stands when the facts change": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(3, 0)})), stopping(v1alpha1.ReasonPolicyViolation)),
-			want: outcome{Rung: "Stopping", Phase: running, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 1,
+			want: outcome{Rung: rungStopping, Phase: running, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 1,
 				DeletePod: true, RequeueAfter: StopPollInterval, Conditions: []string{readyStop}},
 			message: "decided earlier; waiting for the pod of attempt 1 to stop",
 		},
 		"stopping: terminated once the pod stopped": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Publication: published(2)})), stopping(v1alpha1.ReasonPolicyViolation),
 				podIs(PodAbsent)),
-			want: outcome{Rung: "Stopping", Phase: terminated, Reason: v1alpha1.ReasonPolicyViolation, Settlement: v1alpha1.SettlementPartial,
-				StatusAttempt: 1, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Ready=False/PolicyViolation", "Succeeded=False/PolicyViolation"}},
+			want: outcome{Rung: rungStopping, Phase: terminated, Reason: v1alpha1.ReasonPolicyViolation, Settlement: v1alpha1.SettlementPartial,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonPolicyViolation)},
 			message: "decided earlier; 2 of 5 blocks published",
 		},
 
 		// Rung 3: Cancel.
 		"cancel: a pending run ends at once": {
 			in: with(fresh(pending), cancel),
-			want: outcome{Rung: "Cancel", Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
-				Events: []string{"Warning/Terminated"}, Conditions: []string{"Ready=False/Cancelled", "Succeeded=False/Cancelled"}},
+			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
+				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonCancelled)},
 			message: "cancelled (spec.stop: Cancel) before it started",
 		},
 		"cancel: a queued run ends at once": {
 			in: with(fresh(queued), cancel, queue(2, 5, 0)),
-			want: outcome{Rung: "Cancel", Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
-				Events: []string{"Warning/Terminated"}, Conditions: []string{"Ready=False/Cancelled", "Succeeded=False/Cancelled"}},
+			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
+				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonCancelled)},
 		},
 		"cancel: zero grant and delete the pod; wait for it to stop": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 2), Steps: 4})), cancel),
-			want: outcome{Rung: "Cancel", Phase: running, Reason: v1alpha1.ReasonCancelled, StatusAttempt: 1, Grant: noGrant,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"}, Conditions: []string{readyStop}},
+			want: outcome{Rung: rungCancel, Phase: running, Reason: v1alpha1.ReasonCancelled, StatusAttempt: 1, Grant: noGrant,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "cancelled (spec.stop: Cancel) after 4 steps and 10 model requests; waiting for the pod of attempt 1 to stop",
 		},
 		"cancel: a finalizing run is cancelled without finalizing, settlement from facts": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(40, 2), Publication: published(3)})),
 				finalizingSince(v1alpha1.ReasonBudgetExhausted, 50*time.Second, usage(42, 4)), cancel, podIs(PodFailed)),
-			want: outcome{Rung: "Cancel", Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementPartial,
-				StatusAttempt: 1, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Finalizing=False/Terminated", "Ready=False/Cancelled", "Succeeded=False/Cancelled"}},
+			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementPartial,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonCancelled, finalizingOver)},
 			message: "3 of 5 blocks published",
 		},
 
 		// Rung 4: Queue.
 		"queue: waits in line, requeued at the timeout": {
 			in: with(fresh(pending), queue(2, 3, 10*time.Minute)),
-			want: outcome{Rung: "Queue", Phase: queued, RequeueAfter: 10 * time.Minute, Events: []string{"Normal/Queued"},
-				Conditions: []string{"Ready=False/Queued"}},
+			want: outcome{Rung: rungQueue, Phase: queued, RequeueAfter: 10 * time.Minute, Events: []string{evQueued},
+				Conditions: []string{readyQueued}},
 			message: `queued in session "s1" at position 2 of at most 3 waiting runs`,
 			check: func(t *testing.T, d Decision) {
 				if d.Status.QueuePosition != 2 || !d.Status.QueuedTime.Equal(mt(0)) {
@@ -198,18 +192,18 @@ func decideCases() map[string]decideCase {
 		},
 		"queue: keeps waiting from when it was first queued": {
 			in:   with(fresh(queued), queue(1, 3, 10*time.Minute), func(in *Input) { in.Status.QueuedTime = mt(-4 * time.Minute) }),
-			want: outcome{Rung: "Queue", Phase: queued, RequeueAfter: 6 * time.Minute, Conditions: []string{"Ready=False/Queued"}},
+			want: outcome{Rung: rungQueue, Phase: queued, RequeueAfter: 6 * time.Minute, Conditions: []string{readyQueued}},
 		},
 		"queue: full": {
 			in: with(fresh(pending), queue(4, 3, 0)),
-			want: outcome{Rung: "Queue", Phase: terminated, Reason: v1alpha1.ReasonQueueFull, Settlement: v1alpha1.SettlementNone,
-				Events: []string{"Warning/Terminated"}, Conditions: []string{"Ready=False/QueueFull", "Succeeded=False/QueueFull"}},
+			want: outcome{Rung: rungQueue, Phase: terminated, Reason: v1alpha1.ReasonQueueFull, Settlement: v1alpha1.SettlementNone,
+				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonQueueFull)},
 			message: `session "s1"'s queue is full: position 4 is beyond its limit of 3 waiting runs`,
 		},
 		"queue: timeout": {
 			in: with(fresh(queued), queue(1, 3, 10*time.Minute), func(in *Input) { in.Status.QueuedTime = mt(-10 * time.Minute) }),
-			want: outcome{Rung: "Queue", Phase: terminated, Reason: v1alpha1.ReasonQueueTimeout, Settlement: v1alpha1.SettlementNone,
-				Events: []string{"Warning/Terminated"}, Conditions: []string{"Ready=False/QueueTimeout", "Succeeded=False/QueueTimeout"}},
+			want: outcome{Rung: rungQueue, Phase: terminated, Reason: v1alpha1.ReasonQueueTimeout, Settlement: v1alpha1.SettlementNone,
+				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonQueueTimeout)},
 			message: `waited 10m0s in session "s1"'s queue, past its 10m0s timeout`,
 		},
 		"queue: the holder starts attempt 1 with the working allowance": {
@@ -217,9 +211,9 @@ func decideCases() map[string]decideCase {
 				in.Queue = QueueView{Holder: true}
 				in.Status.QueuedTime, in.Status.QueuePosition = mt(-time.Minute), 1
 			}),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
 				RequeueAfter: 22*time.Minute + 30*time.Second, // Degrade point of the deadline
-				Events:       []string{"Normal/Running"}, Conditions: []string{readyTrue}},
+				Events:       []string{evRunning}, Conditions: []string{readyTrue}},
 			check: func(t *testing.T, d Decision) {
 				if !d.Status.StartTime.Equal(mt(0)) || d.Status.QueuePosition != 0 {
 					t.Errorf("start %v, position %d", d.Status.StartTime, d.Status.QueuePosition)
@@ -230,33 +224,33 @@ func decideCases() map[string]decideCase {
 		// Rung 5: hard deadline.
 		"hard deadline: a running run is stopped": {
 			in: runningAt(32*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(5, 0)})),
-			want: outcome{Rung: "HardDeadline", Phase: running, Reason: v1alpha1.ReasonDeadlineExceeded, StatusAttempt: 1,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"}, Conditions: []string{readyStop}},
+			want: outcome{Rung: rungHardDeadline, Phase: running, Reason: v1alpha1.ReasonDeadlineExceeded, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "hard deadline passed 32m0s after start (the 30m0s deadline plus 2m0s finalization grace)",
 		},
 		"hard deadline: a stuck finalizing run keeps its reason": {
 			in: with(runningAt(32*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(40, 0)})),
 				finalizingSince(v1alpha1.ReasonBudgetExhausted, 20*time.Minute, usage(42, 2))),
-			want: outcome{Rung: "HardDeadline", Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"},
-				Conditions: []string{"Finalizing=False/Stopping", readyStop}},
+			want: outcome{Rung: rungHardDeadline, Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping},
+				Conditions: []string{finalizingStopped, readyStop}},
 			message: "gate reached; finalization did not finish within the 2m0s grace after the 30m0s deadline",
 		},
 		"hard deadline: a failing attempt is not replaced after it": {
 			in: with(runningAt(33*time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodFailed)),
-			want: outcome{Rung: "HardDeadline", Phase: terminated, Reason: v1alpha1.ReasonDeadlineExceeded, Settlement: v1alpha1.SettlementNone,
-				StatusAttempt: 1, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Ready=False/DeadlineExceeded", "Succeeded=False/DeadlineExceeded"}},
+			want: outcome{Rung: rungHardDeadline, Phase: terminated, Reason: v1alpha1.ReasonDeadlineExceeded, Settlement: v1alpha1.SettlementNone,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonDeadlineExceeded)},
 		},
 
 		// Rung 6: attempt failed.
 		"failed: an in-flight effect without idempotency key is unsafe to recover": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{
-				InFlight: []v1alpha1.InFlightEffect{{ID: "c-7", Tool: "http.post", Effect: v1alpha1.EffectExternal}},
+				InFlight: []v1alpha1.InFlightEffect{{ID: "c-7", Tool: toolPost, Effect: v1alpha1.EffectExternal}},
 			})), podIs(PodFailed)),
-			want: outcome{Rung: "AttemptFailed", Phase: terminated, Reason: v1alpha1.ReasonUnsafeToRecover, Settlement: v1alpha1.SettlementNone,
-				StatusAttempt: 1, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Ready=False/UnsafeToRecover", "Succeeded=False/UnsafeToRecover"}},
+			want: outcome{Rung: rungAttemptFailed, Phase: terminated, Reason: v1alpha1.ReasonUnsafeToRecover, Settlement: v1alpha1.SettlementNone,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonUnsafeToRecover)},
 			message: "attempt 1 failed: its pod failed, with http.post call c-7 in flight without an idempotency key",
 		},
 		"failed: unsafe and silent: delete the pod, wait before Terminated": {
@@ -264,80 +258,80 @@ func decideCases() map[string]decideCase {
 				HeartbeatTime: mt(30 * time.Second),
 				InFlight:      []v1alpha1.InFlightEffect{{ID: "c-8", Tool: "mail.send", Effect: v1alpha1.EffectExternal}},
 			}))),
-			want: outcome{Rung: "AttemptFailed", Phase: running, Reason: v1alpha1.ReasonUnsafeToRecover, StatusAttempt: 1,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"}, Conditions: []string{readyStop}},
+			want: outcome{Rung: rungAttemptFailed, Phase: running, Reason: v1alpha1.ReasonUnsafeToRecover, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "no heartbeat for 1m30s (timeout 1m0s)",
 		},
 		"failed: an in-flight effect with an idempotency key recovers": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{
-				InFlight: []v1alpha1.InFlightEffect{{ID: "c-9", Tool: "http.post", Effect: v1alpha1.EffectExternal, IdempotencyKey: "k-9"}},
-			})), podIs(PodFailed), func(in *Input) { in.Pod.Message = "Evicted: node pressure" }),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
-				Events: []string{"Warning/Recovering"}, Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+				InFlight: []v1alpha1.InFlightEffect{{ID: "c-9", Tool: toolPost, Effect: v1alpha1.EffectExternal, IdempotencyKey: "k-9"}},
+			})), podIs(PodFailed), func(in *Input) { in.Pod.Message = evicted }),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
 			message: "attempt 1 failed: its pod failed: Evicted: node pressure; attempt 2 of 3 starts after the 5s backoff",
 		},
 		"failed: silent pod is deleted before recovery": {
 			in: runningAt(80*time.Second, fact(1, v1alpha1.RunAttemptStatus{HeartbeatTime: mt(10 * time.Second)})),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
-				Events: []string{"Warning/Recovering"}, Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
 			message: "no heartbeat for 1m10s (timeout 1m0s); deleting its pod",
 		},
 		"failed: an escalated fault fails the attempt": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
 				{Scope: v1alpha1.FaultScopeProvider, Kind: "QuotaExceeded", Count: 2, Escalated: true, LastMessage: "429"},
 			}})),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
-				Events: []string{"Warning/Recovering"}, Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
 			message: "it escalated a Provider fault (QuotaExceeded: 429)",
 		},
 		"failed: a pod that exits without proposing finish failed": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodSucceeded)),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
-				Events: []string{"Warning/Recovering"}, Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
 			message: "its pod exited without proposing finish",
 		},
 		"failed: a pod that was created and is gone failed": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodAbsent)),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
-				Events: []string{"Warning/Recovering"}, Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
 			message: "its pod is gone",
 		},
 		"failed: still in backoff": {
 			in: with(runningAt(13*time.Second, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodFailed),
-				recoveringFrom(10*time.Second, CondReasonAttemptFailed)),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, RequeueAfter: 2 * time.Second,
-				Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+				recoveringFrom(CondReasonAttemptFailed)),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, RequeueAfter: 2 * time.Second,
+				Conditions: []string{readyRecovering, recoveringFailed}},
 		},
 		"failed: backoff over: attempt 2 starts, ledger carried, attempt 1 superseded": {
 			in: with(runningAt(15*time.Second, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(30, 4), Steps: 10, LastProgressStep: 10})), podIs(PodFailed),
-				recoveringFrom(10*time.Second, CondReasonAttemptFailed)),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 2, Attempt: 2,
+				recoveringFrom(CondReasonAttemptFailed)),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 2, Attempt: 2,
 				Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14}, Superseded: []int32{1},
-				RequeueAfter: 22*time.Minute + 15*time.Second, Events: []string{"Normal/AttemptStarted"},
-				Directives: []string{"Degrade/Budget: 30/40 model requests"},
-				Conditions: []string{"Ready=False/Recovering", "Recovering=True/StartingAttempt"}},
+				RequeueAfter: 22*time.Minute + 15*time.Second, Events: []string{evStarted},
+				Directives: []string{degradeAt30},
+				Conditions: []string{readyRecovering, recoveringStarting}},
 			message: "attempt 1 failed: its pod failed; starting attempt 2 of 3",
 		},
 		"failed: a failure seen earlier is still replaced if the pod comes back to life": {
 			in: with(runningAt(15*time.Second, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodRunning),
-				recoveringFrom(10*time.Second, CondReasonAttemptFailed)),
-			want: outcome{Rung: "AttemptFailed", Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
-				Conditions: []string{"Ready=False/Recovering", "Recovering=True/AttemptFailed"}},
+				recoveringFrom(CondReasonAttemptFailed)),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
+				Conditions: []string{readyRecovering, recoveringFailed}},
 		},
 		"failed: the replacement runs: Running again, ledger counted once": {
 			in: with(runningAt(30*time.Second,
 				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(30, 4), Steps: 10}),
 				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(5, 1), Steps: 2})),
-				recoveringFrom(10*time.Second, CondReasonStartingAttempt),
+				recoveringFrom(CondReasonStartingAttempt),
 				func(in *Input) {
 					in.Status.Ledger = []v1alpha1.AttemptLedger{{Attempt: 1, Used: usage(30, 4), Steps: 10}}
 					in.Attempts[1].Grant = v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14}
 				}),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 2, Attempt: 2,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 2, Attempt: 2,
 				Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14}, Superseded: []int32{1},
 				RequeueAfter: 60 * time.Second, // heartbeat expiry
 				Directives:   []string{"Degrade/Budget: 35/40 model requests"},
-				Events:       []string{"Normal/Running"}, Conditions: []string{readyTrue, "Recovering=False/Recovered"}},
+				Events:       []string{evRunning}, Conditions: []string{readyTrue, recovered}},
 			message: "attempt 2 running: 35/40 model requests, 12/20 steps",
 			check: func(t *testing.T, d Decision) {
 				want := v1alpha1.BudgetStatus{Used: usage(35, 5), Remaining: usage(7, 15), Granted: usage(10, 14)}
@@ -353,17 +347,17 @@ func decideCases() map[string]decideCase {
 		"failed: while finalizing: Terminated with the original reason and the persisted settlement": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 2), Publication: published(3)})),
 				finalizingSince(v1alpha1.ReasonStepLimit, 50*time.Second, usage(22, 4)), podIs(PodFailed)),
-			want: outcome{Rung: "AttemptFailed", Phase: terminated, Reason: v1alpha1.ReasonStepLimit, Settlement: v1alpha1.SettlementPartial,
-				StatusAttempt: 1, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Finalizing=False/Terminated", "Ready=False/StepLimit", "Succeeded=False/StepLimit"}},
+			want: outcome{Rung: rungAttemptFailed, Phase: terminated, Reason: v1alpha1.ReasonStepLimit, Settlement: v1alpha1.SettlementPartial,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonStepLimit, finalizingOver)},
 			message: "gate reached; attempt 1 failed while finalizing: its pod failed; 3 of 5 blocks published",
 		},
 		"failed: a gate already at its limit finalizes in a new attempt": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(12, 3), Steps: 20})), podIs(PodFailed)),
-			want: outcome{Rung: "AttemptFailed", Phase: finalizing, Reason: v1alpha1.ReasonStepLimit, StatusAttempt: 2, Attempt: 2,
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonStepLimit, StatusAttempt: 2, Attempt: 2,
 				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1},
-				RequeueAfter: 31 * time.Minute, Events: []string{"Normal/Finalizing", "Normal/AttemptStarted"},
-				Conditions: []string{"Finalizing=True/StepLimit", readyFinal}},
+				RequeueAfter: 31 * time.Minute, Events: []string{evFinalizing, evStarted},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonStepLimit), readyFinal}},
 			message: "attempt 1 failed: its pod failed; step limit reached at 20/20 steps; finalizing from the reserve of 2 model requests and 2 tool calls",
 		},
 		"failed: recovery exhausted: finalize in a finalize-only attempt": {
@@ -371,10 +365,10 @@ func decideCases() map[string]decideCase {
 				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 1), Steps: 3}),
 				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(10, 1), Steps: 3}),
 				fact(3, v1alpha1.RunAttemptStatus{Usage: usage(10, 1), Steps: 3})), podIs(PodFailed)),
-			want: outcome{Rung: "AttemptFailed", Phase: finalizing, Reason: v1alpha1.ReasonRecoveryExhausted, StatusAttempt: 4, Attempt: 4,
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonRecoveryExhausted, StatusAttempt: 4, Attempt: 4,
 				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1, 2, 3},
-				RequeueAfter: 31 * time.Minute, Events: []string{"Normal/Finalizing", "Normal/AttemptStarted"},
-				Conditions: []string{"Finalizing=True/RecoveryExhausted", readyFinal}},
+				RequeueAfter: 31 * time.Minute, Events: []string{evFinalizing, evStarted},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonRecoveryExhausted), readyFinal}},
 			message: "attempt 3 failed: its pod failed; recovery exhausted after 3 of 3 attempts; finalizing from the reserve",
 		},
 		"failed: recovery exhausted: the finalize-only attempt is not a failure before it starts": {
@@ -384,25 +378,25 @@ func decideCases() map[string]decideCase {
 				fact(3, v1alpha1.RunAttemptStatus{Usage: usage(10, 1)})),
 				finalizingSince(v1alpha1.ReasonRecoveryExhausted, time.Minute, usage(2, 2)),
 				func(in *Input) { in.Status.Attempt = 4; in.Pod = PodObservation{Phase: PodAbsent} }),
-			want: outcome{Rung: "Steady", Phase: finalizing, Reason: v1alpha1.ReasonRecoveryExhausted, StatusAttempt: 4, Attempt: 4,
+			want: outcome{Rung: rungSteady, Phase: finalizing, Reason: v1alpha1.ReasonRecoveryExhausted, StatusAttempt: 4, Attempt: 4,
 				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1, 2, 3},
-				RequeueAfter: 30 * time.Minute, Conditions: []string{"Finalizing=True/RecoveryExhausted", readyFinal}},
+				RequeueAfter: 30 * time.Minute, Conditions: []string{finalizingFor(v1alpha1.ReasonRecoveryExhausted), readyFinal}},
 		},
 		"failed: recovery exhausted without a reserve ends": {
 			in: with(runningAt(time.Minute,
 				fact(1, v1alpha1.RunAttemptStatus{}), fact(2, v1alpha1.RunAttemptStatus{}), fact(3, v1alpha1.RunAttemptStatus{})),
 				podIs(PodFailed), func(in *Input) { in.Spec.Budget.OutputReserve = v1alpha1.OutputReserve{} }),
-			want: outcome{Rung: "AttemptFailed", Phase: terminated, Reason: v1alpha1.ReasonRecoveryExhausted, Settlement: v1alpha1.SettlementNone,
-				StatusAttempt: 3, Superseded: []int32{1, 2}, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Ready=False/RecoveryExhausted", "Succeeded=False/RecoveryExhausted"}},
+			want: outcome{Rung: rungAttemptFailed, Phase: terminated, Reason: v1alpha1.ReasonRecoveryExhausted, Settlement: v1alpha1.SettlementNone,
+				StatusAttempt: 3, Superseded: []int32{1, 2}, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonRecoveryExhausted)},
 			message: "the output reserve is not available",
 		},
 
 		// Rung 7: policy violation.
 		"violation: usage above the grant": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(41, 0)})),
-			want: outcome{Rung: "PolicyViolation", Phase: running, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 1,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"}, Conditions: []string{readyStop}},
+			want: outcome{Rung: rungPolicyViolation, Phase: running, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "attempt 1 reported 41 model requests, above its grant of 40",
 		},
 		"violation: a counter went back": {
@@ -411,9 +405,9 @@ func decideCases() map[string]decideCase {
 					in.Attempts[0].Status.FinishProposed = true
 					in.Status.Ledger = []v1alpha1.AttemptLedger{{Attempt: 1, Used: usage(12, 0), Steps: 5}}
 				}),
-			want: outcome{Rung: "PolicyViolation", Phase: terminated, Reason: v1alpha1.ReasonPolicyViolation, Settlement: v1alpha1.SettlementNone,
-				StatusAttempt: 1, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Ready=False/PolicyViolation", "Succeeded=False/PolicyViolation"}},
+			want: outcome{Rung: rungPolicyViolation, Phase: terminated, Reason: v1alpha1.ReasonPolicyViolation, Settlement: v1alpha1.SettlementNone,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonPolicyViolation)},
 			message: "attempt 1 reported 10 model requests after 12",
 			check: func(t *testing.T, d Decision) {
 				if got := d.Status.Budget.Used.ModelRequests; got != 12 {
@@ -424,26 +418,26 @@ func decideCases() map[string]decideCase {
 		"violation: tokens above a token grant": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: v1alpha1.Usage{ModelRequests: 3, Tokens: 950}})),
 				func(in *Input) {
-					in.Spec.Budget.Tokens = ptr(int64(1000))
+					in.Spec.Budget.Tokens = new(int64(1000))
 					in.Spec.Budget.OutputReserve.Tokens = 100
-					in.Attempts[0].Grant.Tokens = ptr(int64(900))
+					in.Attempts[0].Grant.Tokens = new(int64(900))
 				}),
-			want: outcome{Rung: "PolicyViolation", Phase: running, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 1,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"}, Conditions: []string{readyStop}},
+			want: outcome{Rung: rungPolicyViolation, Phase: running, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "950 tokens, above its grant of 900",
 		},
 		"violation: tokens do not count unless budgeted": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: v1alpha1.Usage{ModelRequests: 3, Tokens: 99999}})),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
 				Conditions: []string{readyTrue}},
 		},
 
 		// Rung 8: finish.
 		"finish: proposed finish → Finalizing/Completed from the reserve": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, FinishProposed: true})),
-			want: outcome{Rung: "Finish", Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/Completed", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
 			message: "attempt 1 proposed finish after 8 steps; finalizing from the reserve of 2 model requests and 2 tool calls",
 			check: func(t *testing.T, d Decision) {
 				if !d.Status.FinalizingTime.Equal(mt(time.Minute)) || d.Status.Budget.Granted != usage(22, 7) {
@@ -454,40 +448,54 @@ func decideCases() map[string]decideCase {
 		"finish: spec.stop Finalize wraps up from the reserve": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8})),
 				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
-			want: outcome{Rung: "Finish", Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/Completed", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
 			message: "finalize requested (spec.stop: Finalize) after 8 steps",
+		},
+		"finish: spec.stop Finalize with a failed attempt finalizes in a new attempt": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, LastProgressStep: 8})),
+				podIs(PodFailed), func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 2, Attempt: 2,
+				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1}, RequeueAfter: 31 * time.Minute,
+				Events: []string{evFinalizing, evStarted}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+			message: "attempt 1 failed: its pod failed; finalize requested (spec.stop: Finalize); finalizing from the reserve",
+		},
+		"finish: spec.stop Finalize before the run started ends it": {
+			in: with(fresh(queued), queue(1, 3, 0), func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
+			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
+				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonCancelled)},
+			message: "stopped (spec.stop: Finalize) before it started, with nothing to finalize",
 		},
 		"finish: advice after finish adds no grant and changes nothing": {
 			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 5), Steps: 9, FinishProposed: true,
-				Advice: []v1alpha1.Advice{{Source: "reviewer", Kind: "NeedsChanged", Count: 3}, {Source: "stop-hook", Kind: "Block", Count: 1}}})),
+				Advice: []v1alpha1.Advice{{Source: reviewer, Kind: needsChanged, Count: 3}, {Source: "stop-hook", Kind: "Block", Count: 1}}})),
 				finalizingSince(v1alpha1.ReasonCompleted, time.Minute, usage(22, 7))),
-			want: outcome{Rung: "Steady", Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungSteady, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Conditions: []string{"Finalizing=True/Completed", readyFinal}},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
 		},
 		"finish: settled while the pod runs: delete it and wait": {
 			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), FinishProposed: true, Publication: settled})),
 				finalizingSince(v1alpha1.ReasonCompleted, time.Minute, usage(22, 7))),
-			want: outcome{Rung: "Finish", Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Normal/Stopping"},
-				Conditions: []string{"Finalizing=False/Stopping", readyStop}},
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evSettled},
+				Conditions: []string{finalizingStopped, readyStop}},
 		},
 		"finish: settled and stopped: Terminated/Completed/Complete": {
 			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), FinishProposed: true, Publication: settled})),
 				finalizingSince(v1alpha1.ReasonCompleted, time.Minute, usage(22, 7)), podIs(PodSucceeded)),
-			want: outcome{Rung: "Finish", Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementComplete,
-				StatusAttempt: 1, Events: []string{"Normal/Terminated"},
-				Conditions: []string{"Finalizing=False/Terminated", "Ready=True/Completed", "Succeeded=True/Completed"}},
+			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementComplete,
+				StatusAttempt: 1, Events: []string{evCompleted},
+				Conditions: completed(finalizingOver)},
 			message: "gate reached; finalized from the reserve of 2 model requests; 5 of 5 blocks published",
 		},
 		"finish: proposed and settled with the pod gone: Terminated in one pass": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, FinishProposed: true, Publication: settled})),
 				podIs(PodSucceeded)),
-			want: outcome{Rung: "Finish", Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementComplete,
-				StatusAttempt: 1, Events: []string{"Normal/Terminated"},
-				Conditions: []string{"Finalizing=False/Terminated", "Ready=True/Completed", "Succeeded=True/Completed"}},
+			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementComplete,
+				StatusAttempt: 1, Events: []string{evCompleted},
+				Conditions: completed(finalizingOver)},
 			message: "attempt 1 proposed finish after 8 steps; finalized from the reserve of 2 model requests and 2 tool calls; 5 of 5 blocks published",
 		},
 		"finish: a gate's finalization settles with its own reason": {
@@ -497,24 +505,24 @@ func decideCases() map[string]decideCase {
 				func(in *Input) {
 					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 42, ToolCalls: 5, FinalizeOnly: true}
 				}),
-			want: outcome{Rung: "Finish", Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
-				StatusAttempt: 1, Events: []string{"Warning/Terminated"},
-				Conditions: []string{"Finalizing=False/Terminated", "Ready=False/BudgetExhausted", "Succeeded=False/BudgetExhausted"}},
+			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonBudgetExhausted, finalizingOver)},
 		},
 
 		// Rung 9: gates at their hard limits.
 		"gate: working budget exhausted → Finalizing from the reserve": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(40, 3), Steps: 9, LastProgressStep: 9})),
-			want: outcome{Rung: "Gates", Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 42, ToolCalls: 5, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/BudgetExhausted", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonBudgetExhausted), readyFinal}},
 			message: "working budget exhausted at 40/40 model requests; finalizing from the reserve of 2 model requests and 2 tool calls",
 		},
 		"gate: working tool calls exhausted": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(4, 18)})),
-			want: outcome{Rung: "Gates", Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 6, ToolCalls: 20, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/BudgetExhausted", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonBudgetExhausted), readyFinal}},
 			message: "working budget exhausted at 18/18 tool calls",
 		},
 		"gate: tool calls do not exhaust a run without working tool calls": {
@@ -523,36 +531,36 @@ func decideCases() map[string]decideCase {
 					in.Spec.Budget.ToolCalls = 2
 					in.Attempts[0].Grant.ToolCalls = 0
 				}),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: v1alpha1.Grant{ModelRequests: 40},
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: v1alpha1.Grant{ModelRequests: 40},
 				RequeueAfter: 60 * time.Second, Conditions: []string{readyTrue}},
 		},
 		"gate: deadline → Finalizing/DeadlineExceeded": {
 			in: runningAt(30*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 3)})),
-			want: outcome{Rung: "Gates", Phase: finalizing, Reason: v1alpha1.ReasonDeadlineExceeded, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonDeadlineExceeded, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 5, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/DeadlineExceeded", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonDeadlineExceeded), readyFinal}},
 			message: "the 30m0s deadline passed (30m0s since start)",
 		},
 		"gate: step limit → Finalizing/StepLimit": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 3), Steps: 20, LastProgressStep: 19})),
-			want: outcome{Rung: "Gates", Phase: finalizing, Reason: v1alpha1.ReasonStepLimit, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonStepLimit, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 5, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/StepLimit", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonStepLimit), readyFinal}},
 			message: "step limit reached at 20/20 steps",
 		},
 		"gate: repeated call → Finalizing/RepeatedCall": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 3), Steps: 4, LastProgressStep: 4,
-				Calls: []v1alpha1.CallCount{{Tool: "web.search", Fingerprint: "a", Count: 1}, {Tool: "http.get", Fingerprint: "b", Count: 3}}})),
-			want: outcome{Rung: "Gates", Phase: finalizing, Reason: v1alpha1.ReasonRepeatedCall, StatusAttempt: 1, Attempt: 1,
+				Calls: []v1alpha1.CallCount{{Tool: "web.search", Fingerprint: "a", Count: 1}, {Tool: toolGet, Fingerprint: "b", Count: 3}}})),
+			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonRepeatedCall, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 5, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/RepeatedCall", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonRepeatedCall), readyFinal}},
 			message: "the same http.get call repeated 3/3 times",
 		},
 		"gate: no progress → Finalizing/NoProgress": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 3), Steps: 9, LastProgressStep: 4})),
-			want: outcome{Rung: "Gates", Phase: finalizing, Reason: v1alpha1.ReasonNoProgress, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonNoProgress, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 5, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{"Normal/Finalizing"}, Conditions: []string{"Finalizing=True/NoProgress", readyFinal}},
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonNoProgress), readyFinal}},
 			message: "no progress for 5/5 steps",
 		},
 		"gate: no model-request reserve: ends, after the pod stopped": {
@@ -561,8 +569,8 @@ func decideCases() map[string]decideCase {
 					in.Spec.Budget.OutputReserve = v1alpha1.OutputReserve{ToolCalls: 2}
 					in.Attempts[0].Grant.ModelRequests = 42
 				}),
-			want: outcome{Rung: "Gates", Phase: running, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1,
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"}, Conditions: []string{readyStop}},
+			want: outcome{Rung: rungGates, Phase: running, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "working budget exhausted at 42/42 model requests; the output reserve is not available",
 		},
 		"gate: reserve eaten by a superseded attempt: ends": {
@@ -570,22 +578,22 @@ func decideCases() map[string]decideCase {
 				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(31, 0)}),
 				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(10, 0)})),
 				func(in *Input) { in.Attempts[1].Grant = v1alpha1.Grant{ModelRequests: 10, ToolCalls: 18} }),
-			want: outcome{Rung: "Gates", Phase: running, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 2, Superseded: []int32{1},
-				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{"Warning/Stopping"}, Conditions: []string{readyStop}},
+			want: outcome{Rung: rungGates, Phase: running, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 2, Superseded: []int32{1},
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "working budget exhausted at 41/40 model requests; the output reserve is not available",
 		},
 
 		// Rung 10: steady; directives before the limits.
 		"directives: Degrade from 75% of a limit": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 3), Steps: 15, LastProgressStep: 15})),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
 				Directives: []string{"Degrade/Steps: 15/20 steps"}, Conditions: []string{readyTrue}},
 			message: "attempt 1 running: 10/40 model requests, 15/20 steps; directives: Degrade at 15/20 steps",
 		},
 		"directives: Degrade and Compress from 90%, per gate": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(36, 3), Steps: 18, LastProgressStep: 14,
-				Calls: []v1alpha1.CallCount{{Tool: "http.get", Fingerprint: "b", Count: 2}}})),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
+				Calls: []v1alpha1.CallCount{{Tool: toolGet, Fingerprint: "b", Count: 2}}})),
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
 				Directives: []string{
 					"Degrade/Budget: 36/40 model requests", "Compress/Budget: 36/40 model requests",
 					"Degrade/Steps: 18/20 steps", "Compress/Steps: 18/20 steps",
@@ -596,14 +604,14 @@ func decideCases() map[string]decideCase {
 		},
 		"directives: the deadline degrades at its own time": {
 			in: runningAt(23*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(1, 0)})),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
 				RequeueAfter: 60 * time.Second, // heartbeat expiry comes before the Compress point at 27m
 				Directives:   []string{"Degrade/Deadline: 23m0s of the 30m0s deadline elapsed"}, Conditions: []string{readyTrue}},
 		},
 		"directives: none for a limit of 1": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{})),
 				func(in *Input) { in.Spec.Gates.SameCallLimit = 1 }),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
 				Conditions: []string{readyTrue}},
 		},
 		"steady: grant continues the ledger and never exceeds what is left": {
@@ -611,7 +619,7 @@ func decideCases() map[string]decideCase {
 				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(37, 17)}),
 				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(1, 0)})),
 				func(in *Input) { in.Attempts[1].Grant = v1alpha1.Grant{ModelRequests: 3, ToolCalls: 1} }),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 2, Attempt: 2, Grant: v1alpha1.Grant{ModelRequests: 3, ToolCalls: 1},
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 2, Attempt: 2, Grant: v1alpha1.Grant{ModelRequests: 3, ToolCalls: 1},
 				Superseded: []int32{1}, RequeueAfter: 60 * time.Second,
 				// One directive of a type per gate: the tool calls (17/18) add none.
 				Directives: []string{"Degrade/Budget: 38/40 model requests", "Compress/Budget: 38/40 model requests"},
@@ -620,13 +628,13 @@ func decideCases() map[string]decideCase {
 		"requeue: at the Compress point of the deadline": {
 			in: with(runningAt(26*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(1, 0)})),
 				func(in *Input) { in.Spec.Recovery.HeartbeatTimeout.Duration = 10 * time.Minute }),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: time.Minute,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: time.Minute,
 				Directives: []string{"Degrade/Deadline: 26m0s of the 30m0s deadline elapsed"}, Conditions: []string{readyTrue}},
 		},
 		"requeue: at the deadline": {
 			in: with(runningAt(28*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(1, 0)})),
 				func(in *Input) { in.Spec.Recovery.HeartbeatTimeout.Duration = 10 * time.Minute }),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 2 * time.Minute,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 2 * time.Minute,
 				Directives: []string{"Degrade/Deadline: 28m0s of the 30m0s deadline elapsed", "Compress/Deadline: 28m0s of the 30m0s deadline elapsed"},
 				Conditions: []string{readyTrue}},
 		},
@@ -637,16 +645,16 @@ func decideCases() map[string]decideCase {
 					in.Spec.Recovery.HeartbeatTimeout.Duration = 10 * time.Minute
 					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 12, ToolCalls: 2, FinalizeOnly: true}
 				}),
-			want: outcome{Rung: "Steady", Phase: finalizing, Reason: v1alpha1.ReasonDeadlineExceeded, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungSteady, Phase: finalizing, Reason: v1alpha1.ReasonDeadlineExceeded, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 2, FinalizeOnly: true}, RequeueAfter: time.Minute,
-				Conditions: []string{"Finalizing=True/DeadlineExceeded", readyFinal}},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonDeadlineExceeded), readyFinal}},
 		},
 		"steady: local faults are counted and change nothing": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(2, 2), Faults: []v1alpha1.Fault{
 				{Scope: v1alpha1.FaultScopeTool, Kind: "Timeout", Count: 3, Retryable: true},
 				{Scope: v1alpha1.FaultScopeReviewer, Kind: "Stale", Count: 1},
 			}})),
-			want: outcome{Rung: "Steady", Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working, RequeueAfter: 60 * time.Second,
 				Conditions: []string{readyTrue}},
 			check: func(t *testing.T, d Decision) {
 				if d.Status.Gates.LocalFaults != 4 {
@@ -660,18 +668,18 @@ func decideCases() map[string]decideCase {
 				func(in *Input) {
 					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 42, ToolCalls: 5, FinalizeOnly: true}
 				}),
-			want: outcome{Rung: "Steady", Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,
+			want: outcome{Rung: rungSteady, Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 42, ToolCalls: 5, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Conditions: []string{"Finalizing=True/BudgetExhausted", readyFinal}},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonBudgetExhausted), readyFinal}},
 		},
 		"steady: a replacement attempt starting is still Recovering": {
 			in: with(runningAt(20*time.Second, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(30, 4)})),
-				recoveringFrom(10*time.Second, CondReasonStartingAttempt),
+				recoveringFrom(CondReasonStartingAttempt),
 				func(in *Input) { in.Status.Attempt = 2; in.Pod = PodObservation{Phase: PodPending, Created: true} }),
-			want: outcome{Rung: "Steady", Phase: recovering, StatusAttempt: 2, Attempt: 2, Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14},
+			want: outcome{Rung: rungSteady, Phase: recovering, StatusAttempt: 2, Attempt: 2, Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14},
 				Superseded: []int32{1}, RequeueAfter: 22*time.Minute + 10*time.Second,
-				Directives: []string{"Degrade/Budget: 30/40 model requests"},
-				Conditions: []string{"Ready=False/Recovering", "Recovering=True/StartingAttempt"}},
+				Directives: []string{degradeAt30},
+				Conditions: []string{readyRecovering, recoveringStarting}},
 		},
 	}
 }
@@ -740,7 +748,7 @@ func TestTerminatedIsAbsorbing(t *testing.T) {
 // TestAdviceNeverChangesTheDecision: advisory facts (reviewer, stop hook)
 // are recorded by the agent but never block, delay or extend a run.
 func TestAdviceNeverChangesTheDecision(t *testing.T) {
-	advice := []v1alpha1.Advice{{Source: "reviewer", Kind: "NeedsChanged", Count: 4}, {Source: "stop-hook", Kind: "Block", Count: 2}}
+	advice := []v1alpha1.Advice{{Source: reviewer, Kind: needsChanged, Count: 4}, {Source: "stop-hook", Kind: "Block", Count: 2}}
 	for name, tc := range decideCases() {
 		if len(tc.in.Attempts) == 0 {
 			continue

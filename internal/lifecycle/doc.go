@@ -32,8 +32,9 @@ limitations under the License.
 //  1. Terminated: absorbing; the status is returned unchanged, no action.
 //  2. Stopping: an earlier pass decided the run ends (status.reason, with
 //     condition Ready=False/Stopping) and is waiting for the pod to stop. The
-//     decision stands even if the facts behind it change; the run becomes
-//     Terminated with that reason once the pod has stopped.
+//     decision stands even if the facts behind it change (a heartbeat comes
+//     back, a cancel arrives later); the run becomes Terminated with that
+//     reason once the pod has stopped.
 //  3. Cancel: spec.stop Cancel → grant zero, delete the pod, Terminated/
 //     Cancelled once it stopped; never Finalizing. A run that never started
 //     ends at once (also for spec.stop Finalize: nothing to finalize).
@@ -50,6 +51,7 @@ limitations under the License.
 //     b. Finalizing → Terminated with the reason it was finalizing for;
 //     c. a gate already at its hard limit → finalize with that reason in a
 //     new, finalize-only attempt if the reserve is intact, else end;
+//     spec.stop Finalize likewise finalizes (Completed) in a new attempt;
 //     d. attempts left → Recovering: delete the pod, wait for the backoff
 //     (counted from the Recovering condition's LastTransitionTime), start
 //     the next attempt; Running again once its pod runs;

@@ -1,6 +1,8 @@
 package lifecycle
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -42,7 +44,7 @@ func fuzzSpec(cfg uint64) v1alpha1.ResearchRunSpec {
 		ToolCalls:     min(b.ToolCalls, int64(c.pick(4))),
 	}
 	if c.pick(2) == 1 {
-		b.Tokens = ptr(int64(1 + c.pick(16)*100))
+		b.Tokens = new(int64(1 + c.pick(16)*100))
 		b.OutputReserve.Tokens = min(*b.Tokens, int64(c.pick(4)*50))
 	}
 	b.Deadline = &metav1.Duration{Duration: []time.Duration{time.Minute, 5 * time.Minute, 30 * time.Minute, 0}[c.pick(4)]}
@@ -73,7 +75,7 @@ func FuzzDecide(f *testing.F) {
 		sc := &script{b: b}
 		s := newSim(fuzzSpec(cfg), QueueView{Position: 1, Limit: 1, Timeout: []time.Duration{0, time.Minute}[cfg&1]})
 		everFinalizing := false
-		for pass := 0; pass < 16; pass++ {
+		for pass := range 16 {
 			perturb(s, sc)
 			in := s.input()
 			before := *in.Status.DeepCopy()
@@ -88,6 +90,33 @@ func FuzzDecide(f *testing.F) {
 			everFinalizing = everFinalizing || d.Status.Phase == v1alpha1.PhaseFinalizing
 			s.apply(d)
 		}
+		// Liveness: once the world cooperates (the session is free, pods
+		// start, deleted pods go away, heartbeats flow) and time passes,
+		// every run ends.
+		for pass := 16; s.status.Phase != v1alpha1.PhaseTerminated; pass++ {
+			if pass == 16+40 {
+				t.Fatalf("not Terminated after 40 cooperative passes: %s/%s: %s",
+					s.status.Phase, s.status.Reason, s.status.Message)
+			}
+			s.now = s.now.Add(5 * time.Minute)
+			s.queue = QueueView{Holder: true}
+			if p := s.pod(); p != nil {
+				switch {
+				case p.Terminating:
+					p.Phase, p.Terminating = PodAbsent, false
+				case p.Phase == PodPending:
+					p.Phase, p.StartTime = PodRunning, s.now
+				}
+				if a := s.attempt(); a != nil && p.Phase == PodRunning {
+					a.Status.HeartbeatTime = &metav1.Time{Time: s.now}
+				}
+			}
+			in := s.input()
+			d := Decide(in)
+			checkInvariants(t, pass, in, d, everFinalizing)
+			everFinalizing = everFinalizing || d.Status.Phase == v1alpha1.PhaseFinalizing
+			s.apply(d)
+		}
 	})
 }
 
@@ -97,246 +126,282 @@ func FuzzDecide(f *testing.F) {
 func perturb(s *sim, sc *script) {
 	s.now = s.now.Add([]time.Duration{0, time.Second, 3 * time.Second, 6 * time.Second, 30 * time.Second,
 		70 * time.Second, 10 * time.Minute, 25 * time.Minute}[sc.pick(8)])
-
-	op := sc.next()
-	if p := s.pod(); p != nil {
-		switch op % 8 {
-		case 1:
-			if p.Phase == PodPending {
-				p.Phase, p.StartTime = PodRunning, s.now
-			}
-		case 2:
-			if p.Phase != PodAbsent {
-				p.Phase, p.Message = PodFailed, "Evicted: node pressure"
-			}
-		case 3:
-			if p.Phase != PodAbsent {
-				p.Phase = PodSucceeded
-			}
-		case 4:
-			p.Phase, p.Terminating = PodAbsent, false
-		case 5:
-			if p.Terminating {
-				p.Phase, p.Terminating = PodAbsent, false
-			}
-		}
-		if a := s.attempt(); a != nil && p.Phase == PodRunning && op&0x80 == 0 {
-			a.Status.HeartbeatTime = &metav1.Time{Time: s.now}
-		}
-	}
-
-	op = sc.next()
+	perturbPod(s, sc.next())
 	if a := s.attempt(); a != nil {
-		st, g := &a.Status, a.Grant
-		k := int64(op>>4) % 4
-		overspend := op&0x80 != 0 && op&0x40 != 0
-		spend := func(used *int64, granted int64) {
-			if overspend {
-				*used += k + 1
-			} else {
-				*used = max(*used, min(*used+k, granted))
-			}
-		}
-		switch op % 16 {
-		case 0, 1, 2:
-			spend(&st.Usage.ModelRequests, g.ModelRequests)
-			spend(&st.Usage.ToolCalls, g.ToolCalls)
-			if g.Tokens != nil {
-				spend(&st.Usage.Tokens, *g.Tokens)
-			}
-			st.Steps++
-			if op&1 == 0 {
-				st.LastProgressStep = st.Steps
-			}
-		case 3:
-			st.Steps += 3
-		case 4:
-			st.Calls = []v1alpha1.CallCount{{Tool: "http.get", Fingerprint: "f", Count: int64(len(st.Calls)) + k}}
-		case 5:
-			st.FinishProposed = true
-		case 6:
-			st.Publication.BlocksPlanned = 5
-			st.Publication.BlocksCommitted = min(5, st.Publication.BlocksCommitted+1)
-		case 7:
-			st.Publication.Settled = true
-			st.Publication.Settlement = []v1alpha1.Settlement{v1alpha1.SettlementComplete, v1alpha1.SettlementPartial,
-				v1alpha1.SettlementNone}[k%3]
-		case 8:
-			key := ""
-			if op&0x80 != 0 {
-				key = "k"
-			}
-			st.InFlight = []v1alpha1.InFlightEffect{{ID: "c", Tool: "http.post", Effect: v1alpha1.EffectExternal, IdempotencyKey: key}}
-		case 9:
-			st.InFlight = nil
-		case 10:
-			st.Faults = append(st.Faults, v1alpha1.Fault{Scope: v1alpha1.FaultScopeTool, Kind: "Timeout", Count: 1, Escalated: op&0x80 != 0})
-		case 11:
-			if op&0x80 != 0 && st.Usage.ModelRequests > 0 {
-				st.Usage.ModelRequests-- // a counter going back
-			}
-		case 12:
-			st.Advice = append(st.Advice, v1alpha1.Advice{Source: "reviewer", Kind: "NeedsChanged", Count: 1})
-		}
+		perturbFacts(&a.Status, a.Grant, sc.next())
 	}
+	perturbUser(s, sc.next(), sc.next())
+}
 
-	switch op := sc.next(); op % 16 {
-	case 0:
-		if op&0x80 != 0 {
-			s.spec.Stop = v1alpha1.StopCancel
-		}
+// perturbPod moves the current attempt's pod on; heartbeats flow unless the
+// high bit of op is set.
+func perturbPod(s *sim, op byte) {
+	p := s.pod()
+	if p == nil {
+		return
+	}
+	switch op % 8 {
 	case 1:
-		if s.spec.Stop == "" && op&0x80 != 0 {
-			s.spec.Stop = v1alpha1.StopFinalize
+		if p.Phase == PodPending {
+			p.Phase, p.StartTime = PodRunning, s.now
+		}
+	case 2:
+		if p.Phase != PodAbsent {
+			p.Phase, p.Message = PodFailed, evicted
+		}
+	case 3:
+		if p.Phase != PodAbsent {
+			p.Phase = PodSucceeded
+		}
+	case 4:
+		p.Phase, p.Terminating = PodAbsent, false
+	case 5:
+		if p.Terminating {
+			p.Phase, p.Terminating = PodAbsent, false
 		}
 	}
+	if a := s.attempt(); a != nil && p.Phase == PodRunning && op&0x80 == 0 {
+		a.Status.HeartbeatTime = &metav1.Time{Time: s.now}
+	}
+}
 
-	switch op := sc.next(); op % 4 {
+// perturbFacts has the agent report facts: usage (within its grant, or
+// over it when both high bits of op are set), steps, calls, finish,
+// publication, in-flight effects, faults, a counter going back, advice.
+func perturbFacts(st *v1alpha1.RunAttemptStatus, g v1alpha1.Grant, op byte) {
+	k := int64(op>>4) % 4
+	overspend := op&0xc0 == 0xc0
+	spend := func(used *int64, granted int64) {
+		if overspend {
+			*used += k + 1
+		} else {
+			*used = max(*used, min(*used+k, granted))
+		}
+	}
+	switch op % 16 {
+	case 0, 1, 2:
+		spend(&st.Usage.ModelRequests, g.ModelRequests)
+		spend(&st.Usage.ToolCalls, g.ToolCalls)
+		if g.Tokens != nil {
+			spend(&st.Usage.Tokens, *g.Tokens)
+		}
+		st.Steps++
+		if op&1 == 0 {
+			st.LastProgressStep = st.Steps
+		}
+	case 3:
+		st.Steps += 3
+	case 4:
+		st.Calls = []v1alpha1.CallCount{{Tool: toolGet, Fingerprint: "f", Count: int64(len(st.Calls)) + k}}
+	case 5:
+		st.FinishProposed = true
+	case 6:
+		st.Publication.BlocksPlanned = 5
+		st.Publication.BlocksCommitted = min(5, st.Publication.BlocksCommitted+1)
+	case 7:
+		st.Publication.Settled = true
+		st.Publication.Settlement = []v1alpha1.Settlement{v1alpha1.SettlementComplete, v1alpha1.SettlementPartial,
+			v1alpha1.SettlementNone}[k%3]
+	case 8:
+		key := ""
+		if op&0x80 != 0 {
+			key = "k"
+		}
+		st.InFlight = []v1alpha1.InFlightEffect{{ID: "c", Tool: toolPost, Effect: v1alpha1.EffectExternal, IdempotencyKey: key}}
+	case 9:
+		st.InFlight = nil
+	case 10:
+		st.Faults = append(st.Faults, v1alpha1.Fault{Scope: v1alpha1.FaultScopeTool, Kind: "Timeout", Count: 1, Escalated: op&0x80 != 0})
+	case 11:
+		if op&0x80 != 0 && st.Usage.ModelRequests > 0 {
+			st.Usage.ModelRequests-- // a counter going back
+		}
+	case 12:
+		st.Advice = append(st.Advice, v1alpha1.Advice{Source: reviewer, Kind: needsChanged, Count: 1})
+	}
+}
+
+// perturbUser has the user ask to stop (Finalize, later raised to Cancel)
+// and the session queue move.
+func perturbUser(s *sim, stop, queue byte) {
+	switch {
+	case stop%16 == 0 && stop&0x80 != 0:
+		s.spec.Stop = v1alpha1.StopCancel
+	case stop%16 == 1 && stop&0x80 != 0 && s.spec.Stop == "":
+		s.spec.Stop = v1alpha1.StopFinalize
+	}
+	switch queue % 4 {
 	case 0:
 		s.queue = QueueView{Holder: true}
 	case 1:
 		s.queue.Position++
 	case 2:
-		s.queue.Limit = int32(op>>4) % 3
+		s.queue.Limit = int32(queue>>4) % 3
 	}
 }
 
-// checkInvariants checks one pass against the design's promises.
+// invariant is one promise of the design, checked on one pass; it returns
+// what went wrong, or "".
+type invariant func(in Input, d Decision, everFinalizing bool) string
+
+// invariants are checked on every pass of FuzzDecide.
+var invariants = []struct {
+	name  string
+	check invariant
+}{
+	{"Terminated is absorbing", terminatedAbsorbing},
+	{"Finalizing is one-way", finalizingOneWay},
+	{"grant within the remaining budget", grantWithinBudget},
+	{"nothing more after Cancel", nothingAfterCancel},
+	{"no recovery over an unsafe effect", noUnsafeRecovery},
+	{"Terminated only once the pod stopped", terminatedOnlyWhenStopped},
+	{"bookkeeping", bookkeeping},
+}
+
+// checkInvariants checks one pass against every invariant.
 func checkInvariants(t *testing.T, pass int, in Input, d Decision, everFinalizing bool) {
 	t.Helper()
-	fail := func(format string, args ...any) {
-		t.Helper()
-		t.Fatalf("pass %d: "+format+"\ninput phase %s reason %s attempt %d pod %+v\ndecided %s/%s: %s",
-			append([]any{pass}, append(args, in.Status.Phase, in.Status.Reason, in.Status.Attempt, in.Pod,
-				d.Status.Phase, d.Status.Reason, d.Status.Message)...)...)
-	}
-	from, to := in.Status.Phase, d.Status.Phase
-
-	// Terminated is absorbing and inert.
-	if from == v1alpha1.PhaseTerminated {
-		if diff := cmp.Diff(Decision{Status: in.Status}, d); diff != "" {
-			fail("a Terminated run changed (-want +got):\n%s", diff)
+	for _, inv := range invariants {
+		if msg := inv.check(in, d, everFinalizing); msg != "" {
+			t.Fatalf("pass %d: %s: %s\ninput %s/%s attempt %d pod %+v\ndecided %s/%s: %s", pass, inv.name, msg,
+				in.Status.Phase, in.Status.Reason, in.Status.Attempt, in.Pod, d.Status.Phase, d.Status.Reason, d.Status.Message)
 		}
-		return
 	}
+}
 
-	// Finalizing is one-way, entered at most once, its time set once.
-	if everFinalizing && to != v1alpha1.PhaseFinalizing && to != v1alpha1.PhaseTerminated {
-		fail("left Finalizing for %s", to)
+func terminatedAbsorbing(in Input, d Decision, _ bool) string {
+	if in.Status.Phase == v1alpha1.PhaseTerminated {
+		if diff := cmp.Diff(Decision{Status: in.Status}, d); diff != "" {
+			return "a Terminated run changed (-want +got):\n" + diff
+		}
 	}
-	if to == v1alpha1.PhaseFinalizing && d.Status.FinalizingTime == nil {
-		fail("Finalizing without finalizingTime")
+	return ""
+}
+
+func finalizingOneWay(in Input, d Decision, everFinalizing bool) string {
+	to := d.Status.Phase
+	switch {
+	case everFinalizing && to != v1alpha1.PhaseFinalizing && to != v1alpha1.PhaseTerminated:
+		return fmt.Sprintf("left Finalizing for %s", to)
+	case to == v1alpha1.PhaseFinalizing && (d.Status.FinalizingTime == nil || d.Status.Reason == ""):
+		return "Finalizing without finalizingTime or reason"
+	case in.Status.FinalizingTime != nil && !d.Status.FinalizingTime.Equal(in.Status.FinalizingTime):
+		return fmt.Sprintf("finalizingTime changed from %v to %v", in.Status.FinalizingTime, d.Status.FinalizingTime)
 	}
-	if in.Status.FinalizingTime != nil && !d.Status.FinalizingTime.Equal(in.Status.FinalizingTime) {
-		fail("finalizingTime changed from %v to %v", in.Status.FinalizingTime, d.Status.FinalizingTime)
-	}
-	if from == v1alpha1.PhaseFinalizing && to == v1alpha1.PhaseFinalizing && d.Attempt == in.Status.Attempt {
+	if in.Status.Phase == v1alpha1.PhaseFinalizing && to == v1alpha1.PhaseFinalizing && d.Attempt == in.Status.Attempt {
 		g, kept := d.Grant, in.Status.Budget.Granted
 		if g.ModelRequests > kept.ModelRequests || g.ToolCalls > kept.ToolCalls || (g.Tokens != nil && *g.Tokens > kept.Tokens) {
-			fail("finalize grant raised from %+v to %+v", kept, g)
+			return fmt.Sprintf("finalize grant raised from %+v to %+v", kept, g)
 		}
 	}
+	return ""
+}
 
-	// A grant never exceeds the remaining budget, per unit.
-	if d.Attempt != 0 {
-		var own v1alpha1.Usage
-		for _, e := range d.Status.Ledger {
-			if e.Attempt == d.Attempt {
-				own = e.Used
-			}
+func grantWithinBudget(in Input, d Decision, _ bool) string {
+	if d.Attempt == 0 {
+		if d.Grant != (v1alpha1.Grant{}) {
+			return fmt.Sprintf("grant %+v for no attempt", d.Grant)
 		}
-		b := in.Spec.Budget
-		left := sub(v1alpha1.Usage{ModelRequests: b.ModelRequests, ToolCalls: b.ToolCalls}, d.Status.Budget.Used)
-		g := d.Grant
-		if g.ModelRequests < 0 || g.ToolCalls < 0 ||
-			g.ModelRequests-own.ModelRequests > max(0, left.ModelRequests) ||
-			g.ToolCalls-own.ToolCalls > max(0, left.ToolCalls) {
-			fail("grant %+v above the remaining budget %+v (attempt used %+v)", g, left, own)
-		}
-		if (g.Tokens != nil) != (b.Tokens != nil) {
-			fail("grant tokens %v while budget tokens %v", g.Tokens, b.Tokens)
-		}
-		if b.Tokens != nil && (*g.Tokens < 0 || *g.Tokens-own.Tokens > max(0, *b.Tokens-d.Status.Budget.Used.Tokens)) {
-			fail("token grant %d above the remaining %d (attempt used %d)", *g.Tokens, *b.Tokens-d.Status.Budget.Used.Tokens, own.Tokens)
+		return ""
+	}
+	var own v1alpha1.Usage
+	for _, e := range d.Status.Ledger {
+		if e.Attempt == d.Attempt {
+			own = e.Used
 		}
 	}
-	if to == v1alpha1.PhaseTerminated && (d.Attempt != 0 || d.Grant != (v1alpha1.Grant{})) {
-		fail("Terminated with attempt %d grant %+v", d.Attempt, d.Grant)
+	b, g := in.Spec.Budget, d.Grant
+	left := sub(v1alpha1.Usage{ModelRequests: b.ModelRequests, ToolCalls: b.ToolCalls}, d.Status.Budget.Used)
+	switch {
+	case g.ModelRequests < 0 || g.ToolCalls < 0:
+		return fmt.Sprintf("negative grant %+v", g)
+	case g.ModelRequests-own.ModelRequests > max(0, left.ModelRequests) || g.ToolCalls-own.ToolCalls > max(0, left.ToolCalls):
+		return fmt.Sprintf("grant %+v above the remaining budget %+v (the attempt used %+v)", g, left, own)
+	case (g.Tokens != nil) != (b.Tokens != nil):
+		return fmt.Sprintf("grant tokens %v while budget tokens %v", g.Tokens, b.Tokens)
+	case b.Tokens != nil && (*g.Tokens < 0 || *g.Tokens-own.Tokens > max(0, *b.Tokens-d.Status.Budget.Used.Tokens)):
+		return fmt.Sprintf("token grant %d above the remaining %d (the attempt used %d)",
+			*g.Tokens, *b.Tokens-d.Status.Budget.Used.Tokens, own.Tokens)
 	}
+	return ""
+}
 
-	// After Cancel: zero grant, no new attempt, never Finalizing.
-	if in.Spec.Stop == v1alpha1.StopCancel {
-		if d.Attempt != 0 || d.Grant != (v1alpha1.Grant{}) {
-			fail("cancelled, yet attempt %d grant %+v", d.Attempt, d.Grant)
-		}
-		if to == v1alpha1.PhaseFinalizing && from != v1alpha1.PhaseFinalizing {
-			fail("cancelled run entered Finalizing")
-		}
+func nothingAfterCancel(in Input, d Decision, _ bool) string {
+	if in.Spec.Stop != v1alpha1.StopCancel || in.Status.Phase == v1alpha1.PhaseTerminated {
+		return ""
 	}
+	if d.Attempt != 0 || d.Grant != (v1alpha1.Grant{}) {
+		return fmt.Sprintf("attempt %d with grant %+v", d.Attempt, d.Grant)
+	}
+	if d.Status.Phase == v1alpha1.PhaseFinalizing && in.Status.Phase != v1alpha1.PhaseFinalizing {
+		return "entered Finalizing"
+	}
+	return ""
+}
 
-	// A failed attempt with an effect in flight and no idempotency key is
-	// never recovered.
-	var cur *AttemptFacts
-	for i := range in.Attempts {
-		if in.Attempts[i].Attempt == max(in.Status.Attempt, in.Attempts[len(in.Attempts)-1].Attempt) {
-			cur = &in.Attempts[i]
-		}
+// noUnsafeRecovery: a current attempt whose pod failed or vanished with an
+// effect in flight and no idempotency key is never replaced.
+func noUnsafeRecovery(in Input, d Decision, _ bool) string {
+	if len(in.Attempts) == 0 || in.Status.Phase == v1alpha1.PhaseTerminated {
+		return ""
 	}
-	if cur != nil && (in.Pod.Phase == PodFailed || in.Pod.Phase == PodAbsent && in.Pod.Created) &&
-		!(cur.Status.FinishProposed && cur.Status.Publication.Settled) {
-		unsafe := false
-		for _, e := range cur.Status.InFlight {
-			unsafe = unsafe || e.IdempotencyKey == ""
-		}
-		if unsafe {
-			if to == v1alpha1.PhaseRecovering || d.Attempt > cur.Attempt {
-				fail("recovered attempt %d with an unsafe effect in flight", cur.Attempt)
-			}
-			if c := findCondition(d.Status.Conditions, v1alpha1.ConditionRecovering); c != nil && c.Status == metav1.ConditionTrue {
-				fail("Recovering=True with an unsafe effect in flight")
-			}
-		}
+	cur := in.Attempts[len(in.Attempts)-1] // the sim lists attempts in order
+	if cur.Attempt < in.Status.Attempt || cur.Status.FinishProposed && cur.Status.Publication.Settled {
+		return ""
 	}
+	if in.Pod.Phase != PodFailed && (in.Pod.Phase != PodAbsent || !in.Pod.Created) {
+		return ""
+	}
+	if !slices.ContainsFunc(cur.Status.InFlight, func(e v1alpha1.InFlightEffect) bool { return e.IdempotencyKey == "" }) {
+		return ""
+	}
+	rc := findCondition(d.Status.Conditions, v1alpha1.ConditionRecovering)
+	if d.Status.Phase == v1alpha1.PhaseRecovering || d.Attempt > cur.Attempt || rc != nil && rc.Status == metav1.ConditionTrue {
+		return fmt.Sprintf("recovered attempt %d: phase %s, attempt %d", cur.Attempt, d.Status.Phase, d.Attempt)
+	}
+	return ""
+}
 
-	// Terminated only once the pod has stopped.
-	if to == v1alpha1.PhaseTerminated && (in.Pod.Phase == PodRunning || in.Pod.Phase == PodPending) {
-		fail("Terminated while the pod is %s", in.Pod.Phase)
+func terminatedOnlyWhenStopped(in Input, d Decision, _ bool) string {
+	if d.Status.Phase == v1alpha1.PhaseTerminated && (in.Pod.Phase == PodRunning || in.Pod.Phase == PodPending) {
+		return fmt.Sprintf("Terminated while the pod is %s", in.Pod.Phase)
 	}
+	return ""
+}
 
-	// Bookkeeping never goes back; conditions and message keep their contract.
-	if d.Status.Attempt < in.Status.Attempt {
-		fail("attempt went back from %d to %d", in.Status.Attempt, d.Status.Attempt)
+// bookkeeping: counters never go back; Terminated and Succeeded keep their
+// contract; conditions carry generation, time and reason; bounded message.
+func bookkeeping(in Input, d Decision, _ bool) string {
+	st := d.Status
+	if st.Attempt < in.Status.Attempt {
+		return fmt.Sprintf("attempt went back from %d to %d", in.Status.Attempt, st.Attempt)
 	}
 	for _, old := range in.Status.Ledger {
-		for _, e := range d.Status.Ledger {
+		for _, e := range st.Ledger {
 			if e.Attempt == old.Attempt && (less(e.Used, old.Used) || e.Steps < old.Steps) {
-				fail("ledger of attempt %d went back from %+v to %+v", e.Attempt, old, e)
+				return fmt.Sprintf("ledger of attempt %d went back from %+v to %+v", e.Attempt, old, e)
 			}
 		}
 	}
-	if c := findCondition(d.Status.Conditions, v1alpha1.ConditionSucceeded); c != nil {
-		if to != v1alpha1.PhaseTerminated {
-			fail("Succeeded condition before Terminated")
+	terminated := st.Phase == v1alpha1.PhaseTerminated
+	if terminated && (st.Reason == "" || st.Settlement == "" || st.CompletionTime == nil || d.Attempt != 0) {
+		return "Terminated without reason, settlement or completion time, or with an attempt"
+	}
+	if c := findCondition(st.Conditions, v1alpha1.ConditionSucceeded); c != nil {
+		ok := st.Reason == v1alpha1.ReasonCompleted && st.Settlement == v1alpha1.SettlementComplete
+		if !terminated || (c.Status == metav1.ConditionTrue) != ok {
+			return fmt.Sprintf("Succeeded=%s in %s/%s/%s", c.Status, st.Phase, st.Reason, st.Settlement)
 		}
-		ok := d.Status.Reason == v1alpha1.ReasonCompleted && d.Status.Settlement == v1alpha1.SettlementComplete
-		if (c.Status == metav1.ConditionTrue) != ok {
-			fail("Succeeded=%s for %s/%s", c.Status, d.Status.Reason, d.Status.Settlement)
-		}
 	}
-	if to == v1alpha1.PhaseTerminated && (d.Status.Reason == "" || d.Status.Settlement == "" || d.Status.CompletionTime == nil) {
-		fail("Terminated without reason, settlement or completion time")
-	}
-	if to == v1alpha1.PhaseFinalizing && d.Status.Reason == "" {
-		fail("Finalizing without a reason")
-	}
-	for _, c := range d.Status.Conditions {
+	for _, c := range st.Conditions {
 		if c.ObservedGeneration != in.Generation || c.LastTransitionTime.IsZero() || c.Reason == "" {
-			fail("condition %+v", c)
+			return fmt.Sprintf("condition %+v", c)
 		}
 	}
-	if len(d.Status.Message) > maxMessage || d.RequeueAfter < 0 {
-		fail("message of %d bytes, requeue %s", len(d.Status.Message), d.RequeueAfter)
+	if len(st.Message) > maxMessage || d.RequeueAfter < 0 {
+		return fmt.Sprintf("message of %d bytes, requeue %s", len(st.Message), d.RequeueAfter)
 	}
+	return ""
 }
 
 func findCondition(cs []metav1.Condition, t string) *metav1.Condition {

@@ -3,7 +3,6 @@ package lifecycle
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,8 +19,6 @@ func mt(d time.Duration) *metav1.Time {
 	t := metav1.NewTime(at(d))
 	return &t
 }
-
-func ptr[T any](v T) *T { return &v }
 
 // testSpec is a run with a 42/20 budget, a 2/2 reserve (working 40/18),
 // a 30m deadline with 2m grace, 3 attempts with 5s backoff and 60s
@@ -45,6 +42,76 @@ func testSpec() v1alpha1.ResearchRunSpec {
 			HeartbeatTimeout: &metav1.Duration{Duration: 60 * time.Second},
 		},
 	}
+}
+
+// Rungs of the ladder, by name.
+const (
+	rungTerminated      = "Terminated"
+	rungStopping        = "Stopping"
+	rungCancel          = "Cancel"
+	rungQueue           = "Queue"
+	rungHardDeadline    = "HardDeadline"
+	rungAttemptFailed   = "AttemptFailed"
+	rungPolicyViolation = "PolicyViolation"
+	rungFinish          = "Finish"
+	rungGates           = "Gates"
+	rungSteady          = "Steady"
+)
+
+// Expected events, as Type/Reason.
+const (
+	evQueued     = "Normal/Queued"
+	evRunning    = "Normal/Running"
+	evFinalizing = "Normal/Finalizing"
+	evStarted    = "Normal/AttemptStarted"
+	evSettled    = "Normal/Stopping" // a settled run waits for its pod
+	evCompleted  = "Normal/Terminated"
+	evRecovering = "Warning/Recovering"
+	evStopping   = "Warning/Stopping"
+	evTerminated = "Warning/Terminated"
+)
+
+// Expected conditions, as Type=Status/Reason.
+const (
+	readyTrue          = "Ready=True/Running"
+	readyQueued        = "Ready=False/Queued"
+	readyRecovering    = "Ready=False/Recovering"
+	readyFinal         = "Ready=False/Finalizing"
+	readyStop          = "Ready=False/Stopping"
+	recoveringFailed   = "Recovering=True/AttemptFailed"
+	recoveringStarting = "Recovering=True/StartingAttempt"
+	recovered          = "Recovering=False/Recovered"
+	finalizingStopped  = "Finalizing=False/Stopping"
+	finalizingOver     = "Finalizing=False/Terminated"
+)
+
+// Facts the tables repeat.
+const (
+	evicted      = "Evicted: node pressure"
+	needsChanged = "NeedsChanged"
+	reviewer     = "reviewer"
+	toolGet      = "http.get"
+	toolPost     = "http.post"
+	degradeAt30  = "Degrade/Budget: 30/40 model requests"
+)
+
+// finalizingFor is the Finalizing condition of a run finalizing for r.
+func finalizingFor(r v1alpha1.Reason) string { return "Finalizing=True/" + string(r) }
+
+// ended is the conditions of a run Terminated with r, not Completed, plus
+// others, sorted.
+func ended(r v1alpha1.Reason, others ...string) []string {
+	cs := append([]string{"Ready=False/" + string(r), "Succeeded=False/" + string(r)}, others...)
+	slices.Sort(cs)
+	return cs
+}
+
+// completed is the conditions of a run Terminated/Completed/Complete, plus
+// others, sorted.
+func completed(others ...string) []string {
+	cs := append([]string{"Ready=True/Completed", "Succeeded=True/Completed"}, others...)
+	slices.Sort(cs)
+	return cs
 }
 
 // outcome is the part of a Decision table tests compare.
@@ -88,13 +155,4 @@ func summarize(d Decision, rung string) outcome {
 	}
 	slices.Sort(o.Conditions)
 	return o
-}
-
-func dump(d Decision, rung string) string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "%+v\nmessage: %s\n", summarize(d, rung), d.Status.Message)
-	for _, e := range d.Events {
-		fmt.Fprintf(&b, "event %s %s: %s\n", e.Type, e.Reason, e.Message)
-	}
-	return b.String()
 }

@@ -132,6 +132,8 @@ type Decision struct {
 	// is created at most once, and not while DeletePod is set). 0 means no
 	// attempt is wanted: nothing is created, and the current attempt (if
 	// its RunAttempt exists) gets the zero Grant, so it spends nothing more.
+	// Persist Status before writing that zero grant: a zeroed attempt whose
+	// run status still says it works would look like a violation next pass.
 	Attempt int32
 	// Grant is the allowance for Attempt (or, when Attempt is 0, the zero
 	// grant for the current attempt), in absolute counters of that
