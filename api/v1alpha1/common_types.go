@@ -50,7 +50,7 @@ func (p Phase) IsActive() bool {
 }
 
 // Reason says why a run is finalizing or why it ended.
-// +kubebuilder:validation:Enum=Completed;Cancelled;BudgetExhausted;DeadlineExceeded;StepLimit;RepeatedCall;NoProgress;UnsafeToRecover;RecoveryExhausted;PolicyViolation;QueueFull;QueueTimeout;AgentFailed
+// +kubebuilder:validation:Enum=Completed;Cancelled;BudgetExhausted;DeadlineExceeded;StepLimit;RepeatedCall;NoProgress;UnsafeToRecover;RecoveryExhausted;PolicyViolation;QueueFull;QueueTimeout;FinalizeRequested;AgentFailed
 type Reason string
 
 const (
@@ -81,6 +81,9 @@ const (
 	ReasonQueueFull Reason = "QueueFull"
 	// ReasonQueueTimeout: the run waited in its session's queue longer than the timeout.
 	ReasonQueueTimeout Reason = "QueueTimeout"
+	// ReasonFinalizeRequested: spec.stop was Finalize: the run wrapped up from
+	// its output reserve at the user's request.
+	ReasonFinalizeRequested Reason = "FinalizeRequested"
 	// ReasonAgentFailed: the attempt could not be started or failed in a way no
 	// other reason describes.
 	ReasonAgentFailed Reason = "AgentFailed"
@@ -258,6 +261,9 @@ const (
 	ConditionFinalizing = "Finalizing"
 	// ConditionRecovering is True while a failed attempt is being replaced.
 	ConditionRecovering = "Recovering"
+	// ConditionStalled is True when the run terminated for any reason but
+	// Completed; kstatus-compatible tools read it as "failed".
+	ConditionStalled = "Stalled"
 	// ConditionValid is True when a RuntimePolicy's chain and catalogue pass validation.
 	ConditionValid = "Valid"
 )

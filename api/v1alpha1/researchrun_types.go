@@ -284,8 +284,9 @@ type ResearchRunStatus struct {
 	// budget is the ledger: used, remaining, granted.
 	// +optional
 	Budget BudgetStatus `json:"budget,omitzero"`
-	// ledger is each attempt's last reported usage.
-	// +kubebuilder:validation:MaxItems=10
+	// ledger is each attempt's last reported usage (at most maxAttempts plus
+	// one finalize-only attempt).
+	// +kubebuilder:validation:MaxItems=11
 	// +listType=map
 	// +listMapKey=attempt
 	// +optional
@@ -293,7 +294,7 @@ type ResearchRunStatus struct {
 	// gates shows how close the run is to each gate.
 	// +optional
 	Gates GateStatus `json:"gates,omitzero"`
-	// conditions: Ready, Succeeded, Finalizing, Recovering.
+	// conditions: Ready, Succeeded, Finalizing, Recovering, Stalled.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -46,13 +46,20 @@ type world struct {
 	mu     sync.Mutex
 	phases map[string][]v1.Phase
 	stop   func()
+
+	// current phase and session of every run, as the watch saw them, and
+	// every moment two runs of one session were active together.
+	current   map[string]v1.Phase
+	sessionOf map[string]string
+	overlaps  []string
 }
 
 func newWorld() *world {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "story-"}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	w := &world{ns: ns.Name, session: "s", phases: map[string][]v1.Phase{}}
+	w := &world{ns: ns.Name, session: "s", phases: map[string][]v1.Phase{},
+		current: map[string]v1.Phase{}, sessionOf: map[string]string{}}
 
 	Expect(k8sClient.Create(ctx, &v1.RuntimePolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "p"},
@@ -71,11 +78,17 @@ func newWorld() *world {
 	go func() {
 		defer GinkgoRecover()
 		for ev := range watcher.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
+			run, ok := ev.Object.(*v1.ResearchRun)
+			if !ok {
 				continue
 			}
-			run, ok := ev.Object.(*v1.ResearchRun)
-			if !ok || run.Status.Phase == "" {
+			if ev.Type == watch.Deleted {
+				w.mu.Lock()
+				delete(w.current, run.Name)
+				w.mu.Unlock()
+				continue
+			}
+			if (ev.Type != watch.Added && ev.Type != watch.Modified) || run.Status.Phase == "" {
 				continue
 			}
 			w.mu.Lock()
@@ -83,10 +96,27 @@ func newWorld() *world {
 			if len(seq) == 0 || seq[len(seq)-1] != run.Status.Phase {
 				w.phases[run.Name] = append(seq, run.Status.Phase)
 			}
+			w.current[run.Name] = run.Status.Phase
+			w.sessionOf[run.Name] = run.Spec.SessionRef.Name
+			var active []string
+			for name, phase := range w.current {
+				if phase.IsActive() && w.sessionOf[name] == run.Spec.SessionRef.Name {
+					active = append(active, name)
+				}
+			}
+			if len(active) > 1 {
+				slices.Sort(active)
+				w.overlaps = append(w.overlaps, fmt.Sprintf("session %s: %v active at once", run.Spec.SessionRef.Name, active))
+			}
 			w.mu.Unlock()
 		}
 	}()
-	DeferCleanup(func() { w.stop() })
+	DeferCleanup(func() {
+		w.stop()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		Expect(w.overlaps).To(BeEmpty(), "two runs of one session were active at the same time")
+	})
 	return w
 }
 
@@ -240,6 +270,27 @@ func (w *world) settle(run string, n int, settlement v1.Settlement) {
 		}
 	})
 	w.kubelet(run, n, corev1.PodSucceeded)
+}
+
+// stopRun sets spec.stop with a merge patch, as kubectl patch would.
+func (w *world) stopRun(name string, stop v1.StopRequest) {
+	GinkgoHelper()
+	run := &v1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+	patch := []byte(fmt.Sprintf(`{"spec":{"stop":%q}}`, stop))
+	Expect(k8sClient.Patch(ctx, run, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+}
+
+// approve appends an approval with a JSON patch, as kubectl patch would.
+func (w *world) approve(name string, a v1.Approval) {
+	GinkgoHelper()
+	run := &v1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+	if len(w.get(name).Spec.Approvals) == 0 {
+		patch := []byte(fmt.Sprintf(`{"spec":{"approvals":[{"actionID":%q,"decision":%q}]}}`, a.ActionID, a.Decision))
+		Expect(k8sClient.Patch(ctx, run, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
+		return
+	}
+	patch := []byte(fmt.Sprintf(`[{"op":"add","path":"/spec/approvals/-","value":{"actionID":%q,"decision":%q}}]`, a.ActionID, a.Decision))
+	Expect(k8sClient.Patch(ctx, run, client.RawPatch(types.JSONPatchType, patch))).To(Succeed())
 }
 
 // attempts lists the RunAttempt numbers of run.

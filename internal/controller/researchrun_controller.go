@@ -222,6 +222,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun)
 	}
 	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
 
+	g.pod = lifecycle.PodObservation{Phase: lifecycle.PodAbsent}
 	if g.current > 0 {
 		obs, pod, err := r.observePod(ctx, run, g.current, g.attempts[g.current])
 		if err != nil {
@@ -296,9 +297,18 @@ func podMessage(pod *corev1.Pod) string {
 	return ""
 }
 
-// apply carries out a decision: attempt objects and pods first, then the one
-// status write, then events and metrics.
+// apply carries out a decision. The status — which carries the decision:
+// phase, reason, attempt number, finalize grant — is written first; only
+// then are attempts created, pods deleted and attempts told. A status write
+// that is refused (conflict) therefore leaves nothing behind that a later
+// pass could read as a different decision: it decides again from the same
+// facts. A later step that fails is redone by the next pass, which finds the
+// decision in the status.
 func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, g *gathered, d lifecycle.Decision) error {
+	if err := r.patchStatus(ctx, run, d.Status); err != nil {
+		return err
+	}
+
 	for _, n := range d.Superseded {
 		if err := r.supersede(ctx, run, g.attempts[n]); err != nil {
 			return err
@@ -323,13 +333,6 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, 
 		}
 	}
 
-	// The status (with the decision to end) is persisted before the attempt
-	// is told: a lost status write must never leave an attempt with a zero
-	// grant whose run still thinks it is working.
-	if err := r.patchStatus(ctx, run, d.Status); err != nil {
-		return err
-	}
-
 	// Keep the attempt's view of the run (phase, zero grant) current when the
 	// decision names no attempt (ending, Terminated).
 	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil {
@@ -337,6 +340,7 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, 
 			return err
 		}
 	}
+
 	for _, e := range d.Events {
 		r.Recorder.Eventf(run, nil, e.Type, e.Reason, "Decide", "%s", e.Message)
 	}
@@ -578,7 +582,8 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // sessionChanged passes Session events that matter to its runs: the claim
-// (activeRun), the permission mode, the spec, and deletion.
+// (activeRun), the queue (positions), the permission mode, the spec, and
+// deletion.
 var sessionChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okOld := e.ObjectOld.(*v1.Session)
@@ -587,6 +592,8 @@ var sessionChanged = predicate.Funcs{
 			return false
 		}
 		return o.Status.ActiveRun != n.Status.ActiveRun || o.Status.Mode != n.Status.Mode ||
+			o.Status.QueuedCount != n.Status.QueuedCount || !slices.Equal(o.Status.QueuedRuns, n.Status.QueuedRuns) ||
+			o.Status.Runs != n.Status.Runs ||
 			o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
 	},
 }

@@ -93,6 +93,7 @@ var _ = Describe("The termination owner", func() {
 		Expect(run.Status.Settlement).To(Equal(v1.SettlementPartial))
 		Expect(run.Status.Budget.Used.ModelRequests).To(Equal(int64(10)))
 		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1.ConditionSucceeded)).To(BeFalse())
+		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1.ConditionStalled)).To(BeTrue(), "kstatus reads a run that ended short as failed")
 		Expect(w.phaseSequence("budget")).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseFinalizing, v1.PhaseTerminated}))
 	})
 
@@ -199,7 +200,7 @@ var _ = Describe("The termination owner", func() {
 		})
 		w.kubelet("keyed", 1, corev1.PodFailed)
 		w.attempt("keyed", 2)
-		Expect(w.phaseSequence("keyed")).To(ContainElement(v1.PhaseRecovering))
+		Eventually(func() []v1.Phase { return w.phaseSequence("keyed") }, timeout, interval).Should(ContainElement(v1.PhaseRecovering))
 	})
 
 	It("10. ends a run whose pod fails while finalizing with the original reason and the persisted settlement", func() {
@@ -229,10 +230,8 @@ var _ = Describe("The termination owner", func() {
 	It("12. cancels at once with a zero grant, and finalizes on request", func() {
 		w.run("cancel", nil)
 		w.start("cancel", 1)
-		run := w.get("cancel")
-		run.Spec.Stop = v1.StopCancel
-		Expect(k8sClient.Update(ctx, run)).To(Succeed())
-		run = w.eventually("cancel", v1.PhaseTerminated, v1.ReasonCancelled)
+		w.stopRun("cancel", v1.StopCancel)
+		run := w.eventually("cancel", v1.PhaseTerminated, v1.ReasonCancelled)
 		Expect(run.Status.Budget.Granted).To(Equal(v1.Usage{}))
 		Expect(w.attempt("cancel", 1).Spec.Grant).To(Equal(v1.Grant{}))
 		Expect(w.podGone("cancel", 1)).To(BeTrue())
@@ -242,10 +241,8 @@ var _ = Describe("The termination owner", func() {
 		w.session = "s2"
 		w.run("wrapup", nil)
 		w.start("wrapup", 1)
-		run = w.get("wrapup")
-		run.Spec.Stop = v1.StopFinalize
-		Expect(k8sClient.Update(ctx, run)).To(Succeed())
-		w.eventually("wrapup", v1.PhaseFinalizing, "")
+		w.stopRun("wrapup", v1.StopFinalize)
+		w.eventually("wrapup", v1.PhaseFinalizing, v1.ReasonFinalizeRequested)
 		Expect(w.attempt("wrapup", 1).Spec.Grant.FinalizeOnly).To(BeTrue())
 	})
 
@@ -304,9 +301,9 @@ var _ = Describe("The termination owner", func() {
 			w.run(name, nil)
 		}
 		w.eventually("first", v1.PhaseRunning, "")
-		second := w.eventually("second", v1.PhaseQueued, "")
-		Expect(second.Status.QueuePosition).To(Equal(int32(1)))
-		Expect(w.eventually("third", v1.PhaseQueued, "").Status.QueuePosition).To(Equal(int32(2)))
+		w.eventually("second", v1.PhaseQueued, "")
+		Eventually(func() int32 { return w.get("second").Status.QueuePosition }, timeout, interval).Should(Equal(int32(1)))
+		Eventually(func() int32 { return w.get("third").Status.QueuePosition }, timeout, interval).Should(Equal(int32(2)))
 		Eventually(func(g Gomega) {
 			s := &v1.Session{}
 			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: w.session}, s)).To(Succeed())

@@ -114,6 +114,49 @@ func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1.ResearchR
 	if err != nil {
 		return view, err
 	}
+	view, holderLive := position(view, run, session, runs)
+	if view.Position > view.Limit {
+		// QueueFull is final: never decide it from a stale cache. Read the
+		// session and its runs live before believing the position.
+		live := &v1.Session{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(session), live); err != nil {
+			return view, err
+		}
+		list := &v1.ResearchRunList{}
+		if err := r.APIReader.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
+			return view, err
+		}
+		var mine []v1.ResearchRun
+		for i := range list.Items {
+			if list.Items[i].Spec.SessionRef.Name == session.Name {
+				mine = append(mine, list.Items[i])
+			}
+		}
+		session = live
+		if session.Status.ActiveRun == run.Name {
+			return lifecycle.QueueView{Holder: true, Limit: limit, Timeout: timeout}, nil
+		}
+		view, holderLive = position(lifecycle.QueueView{Limit: limit, Timeout: timeout}, run, session, mine)
+	}
+	if holderLive || view.Position != 1 {
+		return view, nil
+	}
+
+	next := session.DeepCopy()
+	next.Status.ActiveRun = run.Name
+	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return view, errClaimLost
+		}
+		return view, err
+	}
+	view.Holder, view.Position = true, 0
+	return view, nil
+}
+
+// position computes run's place among the session's waiting runs (FIFO) and
+// whether a live run holds the session.
+func position(view lifecycle.QueueView, run *v1.ResearchRun, session *v1.Session, runs []v1.ResearchRun) (lifecycle.QueueView, bool) {
 	holderLive := false
 	var waiting []*v1.ResearchRun
 	for i := range runs {
@@ -140,23 +183,10 @@ func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1.ResearchR
 		}
 	}
 	if view.Position == 0 {
-		// Not in the cache's list yet: it is the newest.
+		// Not in the list yet: it is the newest.
 		view.Position = int32(len(waiting) + 1)
 	}
-	if holderLive || view.Position != 1 {
-		return view, nil
-	}
-
-	next := session.DeepCopy()
-	next.Status.ActiveRun = run.Name
-	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return view, errClaimLost
-		}
-		return view, err
-	}
-	view.Holder, view.Position = true, 0
-	return view, nil
+	return view, holderLive
 }
 
 // releaseSession frees the session a terminated run holds, so the next run in

@@ -17,6 +17,8 @@ package controller
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,12 +26,16 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/apiutil"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -88,6 +94,16 @@ var _ = BeforeSuite(func() {
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:  scheme,
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// Every third status write of the operator fails with a conflict, as
+		// it would under contention: every story also proves the reconcilers
+		// lose no fact and never double-act when a write is refused.
+		NewClient: func(config *rest.Config, options client.Options) (client.Client, error) {
+			c, err := client.NewWithWatch(config, options)
+			if err != nil {
+				return nil, err
+			}
+			return interceptor.NewClient(c, conflictEveryThirdStatusWrite()), nil
+		},
 	})
 	Expect(err).NotTo(HaveOccurred())
 	Expect(SetupIndexes(ctx, mgr.GetFieldIndexer())).To(Succeed())
@@ -104,7 +120,44 @@ var _ = BeforeSuite(func() {
 	}()
 })
 
+// conflictEveryThirdStatusWrite injects a Conflict into every third status
+// update or patch.
+func conflictEveryThirdStatusWrite() interceptor.Funcs {
+	var n atomic.Int64
+	conflict := func(obj client.Object) error {
+		if n.Add(1)%3 != 0 {
+			return nil
+		}
+		injectedConflicts.Add(1)
+		gvk, _ := apiutil.GVKForObject(obj, scheme)
+		return apierrors.NewConflict(schema.GroupResource{Group: gvk.Group, Resource: gvk.Kind}, obj.GetName(),
+			errors.New("injected by the test"))
+	}
+	return interceptor.Funcs{
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if sub == "status" {
+				if err := conflict(obj); err != nil {
+					return err
+				}
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if sub == "status" {
+				if err := conflict(obj); err != nil {
+					return err
+				}
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	}
+}
+
+// injectedConflicts counts the conflicts the operator's client was given.
+var injectedConflicts atomic.Int64
+
 var _ = AfterSuite(func() {
+	Expect(injectedConflicts.Load()).To(BeNumerically(">", 0), "the conflict injection never fired")
 	By("tearing down the test environment")
 	cancel()
 	Expect(testEnv.Stop()).To(Succeed())
