@@ -410,7 +410,7 @@ func (p *pass) attemptFailed() bool {
 	if p.in.Spec.Stop == v1alpha1.StopFinalize {
 		// Wrap up as asked, in a new attempt, rather than recover first.
 		p.startAttempt(p.cur + 1)
-		p.enterFinalizing(v1alpha1.ReasonCompleted, story+"; finalize requested (spec.stop: Finalize)")
+		p.enterFinalizing(v1alpha1.ReasonFinalizeRequested, story+"; finalize requested (spec.stop: Finalize)")
 		return true
 	}
 	if p.cur < p.lim.maxAttempts {
@@ -477,35 +477,64 @@ func (p *pass) policyViolation() bool {
 		(g.Tokens != nil && above("tokens", u.Tokens, *g.Tokens))
 }
 
-// finishOrSettle: a proposed finish (or spec.stop: Finalize) moves a working
-// run to Finalizing; a settled publication ends a finalizing run once its
-// pod stopped. Advice never enters this decision.
+// finishOrSettle: a proposed finish (Completed) or spec.stop: Finalize
+// (FinalizeRequested) moves a working run to Finalizing; a settled
+// publication ends a finalizing run, at once if its pod stopped, else once
+// the pod had until finalizingTime + finalizationGrace to exit (awaitExit).
+// Advice never enters this decision.
 func (p *pass) finishOrSettle() bool {
 	settled := p.f.Status.Publication.Settled
 	switch p.st.Phase {
 	case v1alpha1.PhaseRunning, v1alpha1.PhaseRecovering:
 		var cause string
+		reason := v1alpha1.ReasonCompleted
 		switch {
 		case p.f.Status.FinishProposed:
 			cause = fmt.Sprintf("attempt %d proposed finish after %d steps", p.cur, p.steps)
 		case p.in.Spec.Stop == v1alpha1.StopFinalize:
+			reason = v1alpha1.ReasonFinalizeRequested
 			cause = fmt.Sprintf("finalize requested (spec.stop: Finalize) after %d steps", p.steps)
 		default:
 			return false
 		}
-		p.enterFinalizing(v1alpha1.ReasonCompleted, cause)
-		if settled {
-			p.end(v1alpha1.ReasonCompleted, p.finalizedStory())
+		p.enterFinalizing(reason, cause)
+		if settled && !p.awaitExit() {
+			p.end(reason, p.finalizedStory())
 		}
 		return true
 	case v1alpha1.PhaseFinalizing:
 		if !settled {
 			return false
 		}
+		if p.awaitExit() {
+			p.d.Attempt = p.cur
+			p.d.Grant = p.keptFinalizeGrant()
+			return true
+		}
 		p.end(p.st.Reason, p.finalizedStory())
 		return true
 	}
 	return false
+}
+
+// awaitExit: the publication settled but the pod still runs. The agent exits
+// on its own after settling, so it gets until FinalizingTime +
+// finalizationGrace to do so before its pod is deleted (deleting it at once
+// would race a clean exit). Reports whether to keep waiting. The caller
+// keeps the attempt finalizing: a run that entered Finalizing in this pass
+// has the grant enterFinalizing just gave it (status.budget.granted still
+// holds the working grant), a run already finalizing keeps its persisted one.
+func (p *pass) awaitExit() bool {
+	if p.podStopped() || p.st.FinalizingTime == nil {
+		return false
+	}
+	until := p.st.FinalizingTime.Add(p.lim.grace)
+	if !p.now.Before(until) {
+		return false
+	}
+	p.st.Message = fmt.Sprintf("%s; waiting up to %s for the pod of attempt %d to exit", p.finalizedStory(), dur(until.Sub(p.now)), p.cur)
+	p.requeue = append(p.requeue, until)
+	return true
 }
 
 // gates: a gate at its hard limit finalizes from the reserve if it is
@@ -826,6 +855,10 @@ func (p *pass) conditions() {
 		p.setCondition(v1alpha1.ConditionReady, T, string(st.Reason), st.Message)
 	case st.Phase == v1alpha1.PhaseTerminated:
 		p.setCondition(v1alpha1.ConditionReady, F, string(st.Reason), st.Message)
+		// kstatus (Flux, Argo CD) reads Stalled=True as "failed, and
+		// will not progress": without it a run that ended short would show
+		// as in progress forever.
+		p.setCondition(v1alpha1.ConditionStalled, T, string(st.Reason), st.Message)
 	case st.Phase == v1alpha1.PhaseRunning:
 		p.setCondition(v1alpha1.ConditionReady, T, CondReasonRunning, st.Message)
 	default:

@@ -445,20 +445,37 @@ func decideCases() map[string]decideCase {
 				}
 			},
 		},
-		"finish: spec.stop Finalize wraps up from the reserve": {
+		"finish: spec.stop Finalize wraps up from the reserve → Finalizing/FinalizeRequested": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8})),
+				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonFinalizeRequested, StatusAttempt: 1, Attempt: 1,
+				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonFinalizeRequested), readyFinal}},
+			message: "finalize requested (spec.stop: Finalize) after 8 steps; finalizing from the reserve of 2 model requests and 2 tool calls",
+		},
+		"finish: a proposed finish wins over spec.stop Finalize: Completed": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, FinishProposed: true})),
 				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
 			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
 				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
-			message: "finalize requested (spec.stop: Finalize) after 8 steps",
+			message: "attempt 1 proposed finish after 8 steps",
+		},
+		"finish: a requested finalization that settled ends FinalizeRequested, not succeeded": {
+			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), Publication: settled})),
+				finalizingSince(v1alpha1.ReasonFinalizeRequested, time.Minute, usage(22, 7)), podIs(PodSucceeded),
+				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
+			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonFinalizeRequested, Settlement: v1alpha1.SettlementComplete,
+				StatusAttempt: 1, Events: []string{evTerminated},
+				Conditions: ended(v1alpha1.ReasonFinalizeRequested, finalizingOver)},
+			message: "5 of 5 blocks published",
 		},
 		"finish: spec.stop Finalize with a failed attempt finalizes in a new attempt": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, LastProgressStep: 8})),
 				podIs(PodFailed), func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
-			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 2, Attempt: 2,
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonFinalizeRequested, StatusAttempt: 2, Attempt: 2,
 				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1}, RequeueAfter: 31 * time.Minute,
-				Events: []string{evFinalizing, evStarted}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+				Events: []string{evFinalizing, evStarted}, Conditions: []string{finalizingFor(v1alpha1.ReasonFinalizeRequested), readyFinal}},
 			message: "attempt 1 failed: its pod failed; finalize requested (spec.stop: Finalize); finalizing from the reserve",
 		},
 		"finish: spec.stop Finalize before the run started ends it": {
@@ -475,12 +492,74 @@ func decideCases() map[string]decideCase {
 				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
 				Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
 		},
-		"finish: settled while the pod runs: delete it and wait": {
+		"finish: settled while the pod runs: stays Finalizing until the grace is over": {
 			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), FinishProposed: true, Publication: settled})),
+				finalizingSince(v1alpha1.ReasonCompleted, time.Minute, usage(22, 7)),
+				func(in *Input) {
+					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}
+				}),
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
+				Grant:        v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true},
+				RequeueAfter: time.Minute, // finalizingTime (1m) + the 2m grace
+				Conditions:   []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+			message: "gate reached; finalized from the reserve of 2 model requests; waiting up to 1m0s for the pod of attempt 1 to exit",
+			check: func(t *testing.T, d Decision) {
+				if !d.Status.FinalizingTime.Equal(mt(time.Minute)) || d.Status.Budget.Granted != usage(22, 7) {
+					t.Errorf("finalizing time %v, granted %+v", d.Status.FinalizingTime, d.Status.Budget.Granted)
+				}
+			},
+		},
+		"finish: settled while the pod runs: no heartbeat asked for a settled finish": {
+			in: with(runningAt(2*time.Minute+50*time.Second, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), FinishProposed: true,
+				Publication: settled, HeartbeatTime: mt(time.Minute)})),
+				finalizingSince(v1alpha1.ReasonCompleted, time.Minute, usage(22, 7)),
+				func(in *Input) {
+					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}
+				}),
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
+				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 10 * time.Second,
+				Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+			message: "waiting up to 10s for the pod of attempt 1 to exit",
+		},
+		"finish: settled, the pod still runs after the grace: delete it and wait": {
+			in: with(runningAt(3*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), FinishProposed: true, Publication: settled})),
 				finalizingSince(v1alpha1.ReasonCompleted, time.Minute, usage(22, 7))),
 			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1,
 				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evSettled},
 				Conditions: []string{finalizingStopped, readyStop}},
+			message: "gate reached; finalized from the reserve of 2 model requests; waiting for the pod of attempt 1 to stop",
+		},
+		"finish: settled, no grace: delete the pod at once": {
+			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), FinishProposed: true, Publication: settled})),
+				finalizingSince(v1alpha1.ReasonCompleted, time.Minute, usage(22, 7)),
+				func(in *Input) { in.Spec.Budget.FinalizationGrace.Duration = 0 }),
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evSettled},
+				Conditions: []string{finalizingStopped, readyStop}},
+		},
+		"finish: proposed and settled in one pass while the pod runs: Finalizing, waiting, with the finalize grant": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, FinishProposed: true, Publication: settled})),
+				// The persisted grant is still the working one; the wait must not keep it.
+				func(in *Input) { in.Status.Budget.Granted = usage(40, 18) }),
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
+				Grant:        v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true},
+				RequeueAfter: time.Minute, // heartbeat expiry, before the grace ends at 3m
+				Events:       []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+			message: "attempt 1 proposed finish after 8 steps; finalized from the reserve of 2 model requests and 2 tool calls; " +
+				"waiting up to 2m0s for the pod of attempt 1 to exit",
+			check: func(t *testing.T, d Decision) {
+				if !d.Status.FinalizingTime.Equal(mt(time.Minute)) || d.Status.Budget.Granted != usage(22, 7) {
+					t.Errorf("finalizing time %v, granted %+v", d.Status.FinalizingTime, d.Status.Budget.Granted)
+				}
+			},
+		},
+		"finish: spec.stop Finalize settled in one pass while the pod runs: FinalizeRequested, waiting": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, Publication: settled})),
+				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
+			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonFinalizeRequested, StatusAttempt: 1, Attempt: 1,
+				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: time.Minute,
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonFinalizeRequested), readyFinal}},
+			message: "waiting up to 2m0s for the pod of attempt 1 to exit",
 		},
 		"finish: settled and stopped: Terminated/Completed/Complete": {
 			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(21, 6), FinishProposed: true, Publication: settled})),
@@ -723,6 +802,7 @@ func TestLadderCoverage(t *testing.T) {
 		v1alpha1.ReasonCompleted, v1alpha1.ReasonCancelled, v1alpha1.ReasonBudgetExhausted, v1alpha1.ReasonDeadlineExceeded,
 		v1alpha1.ReasonStepLimit, v1alpha1.ReasonRepeatedCall, v1alpha1.ReasonNoProgress, v1alpha1.ReasonUnsafeToRecover,
 		v1alpha1.ReasonRecoveryExhausted, v1alpha1.ReasonPolicyViolation, v1alpha1.ReasonQueueFull, v1alpha1.ReasonQueueTimeout,
+		v1alpha1.ReasonFinalizeRequested,
 	} {
 		if !reasons[r] {
 			t.Errorf("no case reaches reason %s", r)

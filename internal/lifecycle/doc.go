@@ -51,7 +51,8 @@ limitations under the License.
 //     b. Finalizing → Terminated with the reason it was finalizing for;
 //     c. a gate already at its hard limit → finalize with that reason in a
 //     new, finalize-only attempt if the reserve is intact, else end;
-//     spec.stop Finalize likewise finalizes (Completed) in a new attempt;
+//     spec.stop Finalize likewise finalizes (FinalizeRequested) in a new
+//     attempt;
 //     d. attempts left → Recovering: delete the pod, wait for the backoff
 //     (counted from the Recovering condition's LastTransitionTime), start
 //     the next attempt; Running again once its pod runs;
@@ -59,9 +60,13 @@ limitations under the License.
 //     the reserve is intact, else end.
 //  7. Policy violation: the current attempt's counters went below the ledger,
 //     or its usage exceeds its grant → PolicyViolation.
-//  8. Finish: finish proposed (or spec.stop Finalize) → Finalizing/Completed;
-//     a finalizing run whose publication settled → Terminated with its
-//     reason and the settled value. Advice never enters this decision.
+//  8. Finish: finish proposed → Finalizing/Completed; spec.stop Finalize →
+//     Finalizing/FinalizeRequested; a finalizing run whose publication
+//     settled ends with its reason and the settled value: at once if its pod
+//     has stopped, else it stays Finalizing (same attempt, kept finalize
+//     grant) until finalizingTime + finalizationGrace for the agent to exit
+//     on its own, and only then ends (deletes the pod). Advice never enters
+//     this decision.
 //  9. Gates (Running/Recovering): working budget, deadline, maxSteps,
 //     sameCallLimit, noProgressLimit, in that order; at a hard limit →
 //     Finalizing with the gate's reason if the reserve is intact, else end.
@@ -71,7 +76,10 @@ limitations under the License.
 //
 // "End" always means: Terminated at once if the pod has stopped, else delete
 // the pod and wait (rule 2). A run is never declared Terminated while its
-// current pod may still run.
+// current pod may still run. A Terminated/Completed run has Ready=True and
+// Succeeded=True only if its settlement is Complete; a run Terminated for any
+// other reason has Ready=False, Succeeded=False and Stalled=True, each with
+// that reason.
 //
 // # Budget
 //

@@ -92,7 +92,10 @@ func FuzzDecide(f *testing.F) {
 		}
 		// Liveness: once the world cooperates (the session is free, pods
 		// start, deleted pods go away, heartbeats flow) and time passes,
-		// every run ends.
+		// every run ends. Running pods never exit on their own here, so a
+		// settled run waits out its finalizationGrace (at most 1h in
+		// fuzzSpec) before its pod is deleted: the 40 passes of 5m each
+		// let time pass well beyond it, and beyond the hard deadline.
 		for pass := 16; s.status.Phase != v1alpha1.PhaseTerminated; pass++ {
 			if pass == 16+40 {
 				t.Fatalf("not Terminated after 40 cooperative passes: %s/%s: %s",
@@ -252,6 +255,8 @@ var invariants = []struct {
 	{"Terminated is absorbing", terminatedAbsorbing},
 	{"Finalizing is one-way", finalizingOneWay},
 	{"grant within the remaining budget", grantWithinBudget},
+	{"finalize grant within the reserve", finalizeGrantWithinReserve},
+	{"a settled pod gets the grace to exit", settledPodGetsGrace},
 	{"nothing more after Cancel", nothingAfterCancel},
 	{"no recovery over an unsafe effect", noUnsafeRecovery},
 	{"Terminated only once the pod stopped", terminatedOnlyWhenStopped},
@@ -326,6 +331,68 @@ func grantWithinBudget(in Input, d Decision, _ bool) string {
 	return ""
 }
 
+// finalizeGrantWithinReserve: a finalize-only grant is at most the attempt's
+// own usage plus the output reserve (its usage when finalization began plus
+// what was left of the reserve, never raised); never the working grant.
+func finalizeGrantWithinReserve(in Input, d Decision, _ bool) string {
+	if d.Attempt == 0 || !d.Grant.FinalizeOnly {
+		return ""
+	}
+	var own v1alpha1.Usage
+	for _, e := range d.Status.Ledger {
+		if e.Attempt == d.Attempt {
+			own = e.Used
+		}
+	}
+	r, g := in.Spec.Budget.OutputReserve, d.Grant
+	if g.ModelRequests > own.ModelRequests+r.ModelRequests || g.ToolCalls > own.ToolCalls+r.ToolCalls ||
+		(g.Tokens != nil && *g.Tokens > own.Tokens+r.Tokens) {
+		return fmt.Sprintf("finalize grant %+v above the attempt's usage %+v plus the reserve %+v", g, own, r)
+	}
+	return ""
+}
+
+// settledPodGetsGrace: a finalizing run whose current attempt proposed
+// finish and settled, with its pod still running, stays Finalizing on that
+// attempt (requeued no later than the grace's end) until finalizingTime +
+// finalizationGrace, and is ended (its pod deleted) from then on. Cancel,
+// an earlier decision to stop, the hard deadline and a policy violation
+// come first.
+func settledPodGetsGrace(in Input, d Decision, _ bool) string {
+	st := in.Status
+	if st.Phase != v1alpha1.PhaseFinalizing || st.FinalizingTime == nil || st.StartTime == nil ||
+		in.Spec.Stop == v1alpha1.StopCancel || in.Pod.Phase.stopped() || len(in.Attempts) == 0 {
+		return ""
+	}
+	if c := findCondition(st.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == CondReasonStopping {
+		return ""
+	}
+	cur := in.Attempts[len(in.Attempts)-1] // the sim lists attempts in order
+	if cur.Attempt != st.Attempt || !cur.Status.FinishProposed || !cur.Status.Publication.Settled {
+		return ""
+	}
+	lim := limitsFor(in.Spec)
+	if !in.Now.Before(st.StartTime.Add(lim.deadline+lim.grace)) || d.Status.Reason != st.Reason {
+		return "" // the hard deadline, or a policy violation
+	}
+	until := st.FinalizingTime.Add(lim.grace)
+	if in.Now.Before(until) {
+		switch {
+		case d.Status.Phase != v1alpha1.PhaseFinalizing || d.DeletePod || d.Attempt != cur.Attempt:
+			return fmt.Sprintf("ended %s before the grace was over at %s: phase %s, delete %t, attempt %d",
+				in.Now.Sub(st.FinalizingTime.Time), lim.grace, d.Status.Phase, d.DeletePod, d.Attempt)
+		case d.RequeueAfter <= 0 || d.RequeueAfter > until.Sub(in.Now):
+			return fmt.Sprintf("requeue %s, the grace ends in %s", d.RequeueAfter, until.Sub(in.Now))
+		}
+		return ""
+	}
+	if !d.DeletePod || d.Attempt != 0 {
+		return fmt.Sprintf("still waiting %s after the grace was over: delete %t, attempt %d",
+			in.Now.Sub(until), d.DeletePod, d.Attempt)
+	}
+	return ""
+}
+
 func nothingAfterCancel(in Input, d Decision, _ bool) string {
 	if in.Spec.Stop != v1alpha1.StopCancel || in.Status.Phase == v1alpha1.PhaseTerminated {
 		return ""
@@ -369,8 +436,9 @@ func terminatedOnlyWhenStopped(in Input, d Decision, _ bool) string {
 	return ""
 }
 
-// bookkeeping: counters never go back; Terminated and Succeeded keep their
-// contract; conditions carry generation, time and reason; bounded message.
+// bookkeeping: counters never go back; Terminated, Succeeded and Stalled
+// keep their contract; conditions carry generation, time and reason; bounded
+// message.
 func bookkeeping(in Input, d Decision, _ bool) string {
 	st := d.Status
 	if st.Attempt < in.Status.Attempt {
@@ -392,6 +460,13 @@ func bookkeeping(in Input, d Decision, _ bool) string {
 		if !terminated || (c.Status == metav1.ConditionTrue) != ok {
 			return fmt.Sprintf("Succeeded=%s in %s/%s/%s", c.Status, st.Phase, st.Reason, st.Settlement)
 		}
+	}
+	if c := findCondition(st.Conditions, v1alpha1.ConditionStalled); terminated && st.Reason != v1alpha1.ReasonCompleted {
+		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(st.Reason) {
+			return fmt.Sprintf("Terminated/%s without Stalled=True/%s: %+v", st.Reason, st.Reason, c)
+		}
+	} else if c != nil && c.Status == metav1.ConditionTrue {
+		return fmt.Sprintf("Stalled=True in %s/%s", st.Phase, st.Reason)
 	}
 	for _, c := range st.Conditions {
 		if c.ObservedGeneration != in.Generation || c.LastTransitionTime.IsZero() || c.Reason == "" {

@@ -64,7 +64,7 @@ const (
 	evRunning    = "Normal/Running"
 	evFinalizing = "Normal/Finalizing"
 	evStarted    = "Normal/AttemptStarted"
-	evSettled    = "Normal/Stopping" // a settled run waits for its pod
+	evSettled    = "Normal/Stopping" // a settled Completed run whose pod outlived the grace
 	evCompleted  = "Normal/Terminated"
 	evRecovering = "Warning/Recovering"
 	evStopping   = "Warning/Stopping"
@@ -99,9 +99,9 @@ const (
 func finalizingFor(r v1alpha1.Reason) string { return "Finalizing=True/" + string(r) }
 
 // ended is the conditions of a run Terminated with r, not Completed, plus
-// others, sorted.
+// others, sorted: Ready and Succeeded False, Stalled True, all with r.
 func ended(r v1alpha1.Reason, others ...string) []string {
-	cs := append([]string{"Ready=False/" + string(r), "Succeeded=False/" + string(r)}, others...)
+	cs := append([]string{"Ready=False/" + string(r), "Stalled=True/" + string(r), "Succeeded=False/" + string(r)}, others...)
 	slices.Sort(cs)
 	return cs
 }
