@@ -149,6 +149,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		Attempts:   g.facts,
 		Pod:        g.pod,
 		Queue:      g.queue,
+		StopCause:  run.Annotations[AnnotationStopCause],
 	}
 	d := lifecycle.Decide(in)
 	log.V(1).Info("Decided", "phase", d.Status.Phase, "reason", d.Status.Reason, "attempt", d.Attempt,

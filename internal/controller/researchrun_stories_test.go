@@ -83,9 +83,8 @@ var _ = Describe("The termination owner", func() {
 		})
 		run := w.eventually("budget", v1.PhaseFinalizing, v1.ReasonBudgetExhausted)
 		Expect(run.Status.Message).To(ContainSubstring("8/8"))
-		ra := w.attempt("budget", 1)
-		Expect(ra.Spec.Grant.FinalizeOnly).To(BeTrue())
-		Expect(ra.Spec.Grant.ModelRequests).To(Equal(int64(10)), "usage at entry 8 + reserve 2")
+		Eventually(func() v1.Grant { return w.attempt("budget", 1).Spec.Grant }, timeout, interval).Should(
+			Equal(v1.Grant{ModelRequests: 10, ToolCalls: 5, FinalizeOnly: true}), "usage at entry 8/3 + reserve 2/2")
 
 		w.agent("budget", 1, func(s *v1.RunAttemptStatus) { s.Usage.ModelRequests = 10 })
 		w.settle("budget", 1, v1.SettlementPartial)
@@ -165,8 +164,8 @@ var _ = Describe("The termination owner", func() {
 		w.kubelet("crash", 1, corev1.PodFailed)
 		w.eventually("crash", v1.PhaseRecovering, "")
 
-		ra2 := w.attempt("crash", 2)
-		Expect(ra2.Spec.Grant.ModelRequests).To(Equal(int64(5)), "working 8 - 3 used by attempt 1")
+		Eventually(func() int64 { return w.attempt("crash", 2).Spec.Grant.ModelRequests }, timeout, interval).Should(
+			Equal(int64(5)), "working 8 - 3 used by attempt 1")
 		w.start("crash", 2)
 		w.agent("crash", 2, func(s *v1.RunAttemptStatus) {
 			s.Steps, s.LastProgressStep, s.Usage = 2, 2, v1.Usage{ModelRequests: 2}
@@ -233,7 +232,7 @@ var _ = Describe("The termination owner", func() {
 		w.stopRun("cancel", v1.StopCancel)
 		run := w.eventually("cancel", v1.PhaseTerminated, v1.ReasonCancelled)
 		Expect(run.Status.Budget.Granted).To(Equal(v1.Usage{}))
-		Expect(w.attempt("cancel", 1).Spec.Grant).To(Equal(v1.Grant{}))
+		Eventually(func() v1.Grant { return w.attempt("cancel", 1).Spec.Grant }, timeout, interval).Should(Equal(v1.Grant{}))
 		Expect(w.podGone("cancel", 1)).To(BeTrue())
 		Expect(w.phaseSequence("cancel")).NotTo(ContainElement(v1.PhaseFinalizing))
 
@@ -243,7 +242,7 @@ var _ = Describe("The termination owner", func() {
 		w.start("wrapup", 1)
 		w.stopRun("wrapup", v1.StopFinalize)
 		w.eventually("wrapup", v1.PhaseFinalizing, v1.ReasonFinalizeRequested)
-		Expect(w.attempt("wrapup", 1).Spec.Grant.FinalizeOnly).To(BeTrue())
+		Eventually(func() bool { return w.attempt("wrapup", 1).Spec.Grant.FinalizeOnly }, timeout, interval).Should(BeTrue())
 	})
 
 	It("13. ignores advice after finish: no extra grant, still Completed", func() {
@@ -278,8 +277,7 @@ var _ = Describe("The termination owner", func() {
 		w.start("exhausted", 1)
 		w.kubelet("exhausted", 1, corev1.PodFailed)
 		w.eventually("exhausted", v1.PhaseFinalizing, v1.ReasonRecoveryExhausted)
-		ra := w.attempt("exhausted", 2)
-		Expect(ra.Spec.Grant.FinalizeOnly).To(BeTrue())
+		Eventually(func() bool { return w.attempt("exhausted", 2).Spec.Grant.FinalizeOnly }, timeout, interval).Should(BeTrue())
 		w.kubelet("exhausted", 2, corev1.PodRunning)
 		w.settle("exhausted", 2, v1.SettlementPartial)
 		run := w.eventually("exhausted", v1.PhaseTerminated, v1.ReasonRecoveryExhausted)

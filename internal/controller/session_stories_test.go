@@ -69,11 +69,11 @@ var _ = Describe("Sessions", func() {
 		for i, name := range []string{"r1", "r2", "r3"} {
 			w.start(name, 1)
 			Expect(w.get(name).Status.Phase).To(Equal(v1.PhaseRunning))
-			w.finish(name, 1, v1.SettlementComplete)
-			w.eventually(name, v1.PhaseTerminated, v1.ReasonCompleted)
 			if i < 2 {
 				Expect(w.phaseSequence([]string{"r1", "r2", "r3"}[i+1])).To(BeEmpty(), "the next run must not start before this one ended")
 			}
+			w.finish(name, 1, v1.SettlementComplete)
+			w.eventually(name, v1.PhaseTerminated, v1.ReasonCompleted)
 		}
 		w.start("beside", 1)
 		w.finish("beside", 1, v1.SettlementComplete)
@@ -116,7 +116,8 @@ var _ = Describe("Sessions", func() {
 			r.Spec.Budget.FinalizationGrace = &metav1.Duration{Duration: time.Second}
 		})
 		w.run("next", nil)
-		w.start("stuck", 1) // the pod runs and never reports anything
+		// The pod never gets going and the agent never reports anything.
+		w.pod("stuck", 1)
 		w.eventually("next", v1.PhaseQueued, "")
 		stuck := w.eventually("stuck", v1.PhaseTerminated, v1.ReasonDeadlineExceeded)
 		Expect(stuck.Status.CompletionTime.Sub(stuck.Status.StartTime.Time)).To(BeNumerically("<", 10*time.Second))

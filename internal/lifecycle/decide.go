@@ -304,16 +304,25 @@ func (p *pass) cancel() bool {
 	waiting := p.st.Phase == v1alpha1.PhasePending || p.st.Phase == v1alpha1.PhaseQueued
 	switch {
 	case p.in.Spec.Stop == v1alpha1.StopCancel && waiting:
-		p.end(v1alpha1.ReasonCancelled, "cancelled (spec.stop: Cancel) before it started")
+		p.end(v1alpha1.ReasonCancelled, p.cancelCause()+" before it started")
 	case p.in.Spec.Stop == v1alpha1.StopCancel:
-		p.end(v1alpha1.ReasonCancelled, fmt.Sprintf("cancelled (spec.stop: Cancel) after %d steps and %d model requests",
-			p.steps, p.used.ModelRequests))
+		p.end(v1alpha1.ReasonCancelled, fmt.Sprintf("%s after %d steps and %d model requests",
+			p.cancelCause(), p.steps, p.used.ModelRequests))
 	case p.in.Spec.Stop == v1alpha1.StopFinalize && waiting:
 		p.end(v1alpha1.ReasonCancelled, "stopped (spec.stop: Finalize) before it started, with nothing to finalize")
 	default:
 		return false
 	}
 	return true
+}
+
+// cancelCause says who cancelled: the user (spec.stop) or the operator on
+// the user's behalf (Input.StopCause).
+func (p *pass) cancelCause() string {
+	if p.in.StopCause != "" {
+		return "cancelled because " + p.in.StopCause
+	}
+	return "cancelled (spec.stop: Cancel)"
 }
 
 // queue: a run that does not hold its session waits in its queue, unless the

@@ -107,6 +107,9 @@ type Input struct {
 	// Queue is the run's place in its session's queue; only read while the
 	// run is Pending or Queued.
 	Queue QueueView
+	// StopCause says why spec.stop was set when the operator set it on the
+	// user's behalf (e.g. "session s was deleted"); it leads the message.
+	StopCause string
 }
 
 // Event is a Kubernetes event to record on the run. Events are only produced
