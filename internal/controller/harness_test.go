@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-    http://www.apache.org/licenses/LICENSE-2.0
+	http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -31,7 +31,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
-	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -218,7 +217,7 @@ func (w *world) kubelet(run string, n int, phase corev1.PodPhase) {
 		pod := w.pod(run, n)
 		pod.Status.Phase = phase
 		if pod.Status.StartTime == nil {
-			pod.Status.StartTime = ptr.To(metav1.Now())
+			pod.Status.StartTime = new(metav1.Now())
 		}
 		if phase == corev1.PodFailed {
 			pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{

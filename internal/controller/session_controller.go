@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-    http://www.apache.org/licenses/LICENSE-2.0
+	http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -105,11 +105,11 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	status := *session.Status.DeepCopy()
 	status.ObservedGeneration = session.Generation
 	status.Mode = effectiveMode(session, policy)
-	r.countRuns(&status, session, runs.Items)
+	r.countRuns(&status, runs.Items)
 	changed := r.recordModeChange(ctx, session, &status)
 
 	cond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "PolicyFound",
-		Message: fmt.Sprintf("governed by RuntimePolicy %q in mode %s", session.Spec.PolicyRef.Name, status.Mode),
+		Message:            fmt.Sprintf("governed by RuntimePolicy %q in mode %s", session.Spec.PolicyRef.Name, status.Mode),
 		ObservedGeneration: session.Generation}
 	if policy == nil {
 		cond.Status, cond.Reason = metav1.ConditionFalse, "PolicyNotFound"
@@ -162,7 +162,7 @@ func effectiveMode(session *v1.Session, policy *v1.RuntimePolicy) v1.PermissionM
 
 // countRuns fills the queue and the counts from the session's runs, and clears
 // an activeRun whose run is gone or Terminated (the release a run could not do).
-func (r *SessionReconciler) countRuns(status *v1.SessionStatus, session *v1.Session, runs []v1.ResearchRun) {
+func (r *SessionReconciler) countRuns(status *v1.SessionStatus, runs []v1.ResearchRun) {
 	status.Runs = v1.PhaseCounts{}
 	var waiting []*v1.ResearchRun
 	activeLive := false

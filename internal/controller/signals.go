@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-    http://www.apache.org/licenses/LICENSE-2.0
+	http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -112,9 +112,9 @@ func (f *factClock) wrap() handler.EventHandler {
 // creation is pending, a pod missing from the cache is read live instead of
 // being taken as gone or created again.
 type expectations struct {
-	clock   clock.PassiveClock
-	timeout time.Duration
-	mu      sync.Mutex
+	clock    clock.PassiveClock
+	timeout  time.Duration
+	mu       sync.Mutex
 	inflight map[types.NamespacedName]time.Time
 }
 

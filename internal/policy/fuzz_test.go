@@ -76,7 +76,7 @@ func genValid(b *byteSource) *v1alpha1.RuntimePolicySpec {
 			ic.OnError = v1alpha1.PostureAllow
 		}
 		if ic.Phase == pre || b.pick(4) == 0 {
-			ic.Veto = boolPtr(b.pick(2) == 0)
+			ic.Veto = new(b.pick(2) == 0)
 		}
 		if b.pick(2) == 0 {
 			ic.Role = v1alpha1.RoleCustom
@@ -93,7 +93,7 @@ func genValid(b *byteSource) *v1alpha1.RuntimePolicySpec {
 		switch b.pick(6) {
 		case 0:
 			if ic.Phase == pre && !consumersSeen && !recordersSeen {
-				ic.Role, ic.Class, ic.OnError, ic.Veto = v1alpha1.RoleAuthentication, security, deny, boolPtr(true)
+				ic.Role, ic.Class, ic.OnError, ic.Veto = v1alpha1.RoleAuthentication, security, deny, new(true)
 				authKey = &k
 			}
 		case 1:
@@ -343,7 +343,7 @@ func FuzzValidateArbitrary(f *testing.F) {
 				OnError:  v1alpha1.Posture(anyOf("Deny", "Allow")),
 			}
 			if k := b.pick(3); k < 2 {
-				ic.Veto = boolPtr(k == 0)
+				ic.Veto = new(k == 0)
 			}
 			for range b.pick(4) {
 				switch b.pick(3) {

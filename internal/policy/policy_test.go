@@ -40,7 +40,8 @@ const (
 	allow = v1alpha1.PostureAllow
 )
 
-func boolPtr(b bool) *bool { return &b }
+//go:fix inline
+func boolPtr(b bool) *bool { return new(b) }
 
 // minimal is the source document's minimal chain: auth Pre 10 Deny,
 // rate_limit Pre 20 Deny, redact Post 50 Deny, audit Post 90 Allow buffered.
@@ -48,9 +49,9 @@ func minimal() *v1alpha1.RuntimePolicySpec {
 	return &v1alpha1.RuntimePolicySpec{
 		Interceptors: []v1alpha1.Interceptor{
 			{Name: "auth", Class: security, Role: v1alpha1.RoleAuthentication, Phase: pre, Priority: 10,
-				OnError: deny, Veto: boolPtr(true)},
+				OnError: deny, Veto: new(true)},
 			{Name: "rate_limit", Class: resource, Role: v1alpha1.RoleIdentityConsumer, Phase: pre, Priority: 20,
-				OnError: deny, Veto: boolPtr(true)},
+				OnError: deny, Veto: new(true)},
 			{Name: "redact", Class: security, Role: v1alpha1.RoleRedaction, Phase: post, Priority: 50,
 				OnError: deny},
 			{Name: "audit", Class: observability, Role: v1alpha1.RoleAudit, Phase: post, Priority: 90,
@@ -114,7 +115,7 @@ func TestResolveMinimal(t *testing.T) {
 func TestResolveOrder(t *testing.T) {
 	ic := func(name string, phase v1alpha1.InterceptorPhase, priority int32) v1alpha1.Interceptor {
 		return v1alpha1.Interceptor{Name: name, Class: observability, Phase: phase, Priority: priority,
-			OnError: allow, Veto: boolPtr(false)}
+			OnError: allow, Veto: new(false)}
 	}
 	tests := map[string]struct {
 		in   []v1alpha1.Interceptor
@@ -208,7 +209,7 @@ func TestValidateRules(t *testing.T) {
 			detail: `interceptor "rate_limit": Pre interceptors must declare veto explicitly (true or false)`,
 		},
 		"pre interceptor with veto false is explicit": {
-			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[1].Veto = boolPtr(false) },
+			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[1].Veto = new(false) },
 		},
 		"authentication in Post": {
 			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[0].Phase = post },
@@ -220,7 +221,7 @@ func TestValidateRules(t *testing.T) {
 				`authentication after the call protects nothing`,
 		},
 		"authentication without terminating veto": {
-			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[0].Veto = boolPtr(false) },
+			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[0].Veto = new(false) },
 			want:   []string{"spec.interceptors[0].veto authenticationPreVeto"},
 			detail: `interceptor "auth": Authentication interceptors must run in phase Pre with an explicit terminating veto ` +
 				`(veto: true); a failed authentication must end the call, not mark it and go on`,
@@ -344,7 +345,7 @@ func TestValidateRules(t *testing.T) {
 		"logging before authentication and redaction": {
 			mutate: func(s *v1alpha1.RuntimePolicySpec) {
 				s.Interceptors = append(s.Interceptors, v1alpha1.Interceptor{Name: "log", Class: observability,
-					Role: v1alpha1.RoleLogging, Phase: pre, Priority: 5, OnError: allow, Veto: boolPtr(false)})
+					Role: v1alpha1.RoleLogging, Phase: pre, Priority: 5, OnError: allow, Veto: new(false)})
 			},
 			want: []string{
 				"spec.interceptors[4].role roleOrder",
@@ -355,7 +356,7 @@ func TestValidateRules(t *testing.T) {
 		"audit after authentication checked against every authentication": {
 			mutate: func(s *v1alpha1.RuntimePolicySpec) {
 				s.Interceptors = append(s.Interceptors, v1alpha1.Interceptor{Name: "auth2", Class: security,
-					Role: v1alpha1.RoleAuthentication, Phase: pre, Priority: 30, OnError: deny, Veto: boolPtr(true)})
+					Role: v1alpha1.RoleAuthentication, Phase: pre, Priority: 30, OnError: deny, Veto: new(true)})
 			},
 			want:   []string{"spec.interceptors[1].role roleOrder"},
 			detail: `interceptor "rate_limit" (role IdentityConsumer) must run after Authentication interceptor "auth2"`,
@@ -450,15 +451,15 @@ func TestValidateNilSpec(t *testing.T) {
 func TestValidateIncident(t *testing.T) {
 	byName := map[string]v1alpha1.Interceptor{
 		"audit": {Name: "audit", Class: observability, Role: v1alpha1.RoleAudit, Phase: pre, Priority: 100,
-			OnError: allow, Veto: boolPtr(false), Buffered: true},
+			OnError: allow, Veto: new(false), Buffered: true},
 		"auth": {Name: "auth", Class: security, Role: v1alpha1.RoleAuthentication, Phase: pre, Priority: 100,
-			OnError: deny, Veto: boolPtr(true)},
+			OnError: deny, Veto: new(true)},
 		"log": {Name: "log", Class: observability, Role: v1alpha1.RoleLogging, Phase: pre, Priority: 100,
-			OnError: allow, Veto: boolPtr(false)},
+			OnError: allow, Veto: new(false)},
 		"rate_limit": {Name: "rate_limit", Class: resource, Role: v1alpha1.RoleIdentityConsumer, Phase: pre, Priority: 100,
-			OnError: deny, Veto: boolPtr(true)},
+			OnError: deny, Veto: new(true)},
 		"redact": {Name: "redact", Class: security, Role: v1alpha1.RoleRedaction, Phase: pre, Priority: 100,
-			OnError: deny, Veto: boolPtr(false)},
+			OnError: deny, Veto: new(false)},
 	}
 	chain := func(order ...string) *v1alpha1.RuntimePolicySpec {
 		spec := minimal()

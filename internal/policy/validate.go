@@ -97,8 +97,7 @@ func Validate(spec *v1alpha1.RuntimePolicySpec) field.ErrorList {
 	if spec == nil {
 		return field.ErrorList{field.Required(specPath, "a RuntimePolicy needs a spec").WithOrigin(RuleNameRequired)}
 	}
-	var errs field.ErrorList
-	errs = append(errs, validateChain(spec.Interceptors, specPath.Child("interceptors"))...)
+	errs := validateChain(spec.Interceptors, specPath.Child("interceptors"))
 	errs = append(errs, validateTools(spec.Tools, spec.AutoApprove, specPath)...)
 	errs = append(errs, validateModes(spec.DefaultMode, spec.MaxMode, specPath)...)
 	return errs

@@ -22,6 +22,7 @@ package schema
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"testing"
 
@@ -45,6 +46,9 @@ var (
 	testEnv *envtest.Environment
 	k8s     client.Client
 	scheme  = runtime.NewScheme()
+	// kubeconfigPath lets the suite run the toolchain's kubectl against the
+	// test API server.
+	kubeconfigPath string
 )
 
 func TestSchema(t *testing.T) {
@@ -66,6 +70,13 @@ var _ = BeforeSuite(func() {
 	}
 	cfg, err := testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
+
+	admin, err := testEnv.AddUser(envtest.User{Name: "schema-admin", Groups: []string{"system:masters"}}, cfg)
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfig, err := admin.KubeConfig()
+	Expect(err).NotTo(HaveOccurred())
+	kubeconfigPath = filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(kubeconfigPath, kubeconfig, 0o600)).To(Succeed())
 
 	k8s, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())

@@ -18,6 +18,7 @@ package schema
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -101,7 +102,7 @@ var _ = Describe("Samples", func() {
 			}
 			data, err := os.ReadFile(filepath.Join(dir, e.Name()))
 			Expect(err).NotTo(HaveOccurred())
-			for _, doc := range strings.Split(string(data), "\n---") {
+			for doc := range strings.SplitSeq(string(data), "\n---") {
 				if strings.TrimSpace(doc) == "" {
 					continue
 				}
@@ -126,6 +127,22 @@ var _ = Describe("Samples", func() {
 		Expect(got.Spec.Recovery.HeartbeatTimeout.Duration).To(Equal(time.Minute))
 		Expect(got.Spec.Budget.Deadline.Duration).To(Equal(30 * time.Minute))
 		Expect(got.Spec.Budget.FinalizationGrace.Duration).To(Equal(2 * time.Minute))
+	})
+})
+
+var _ = Describe("kubectl explain", func() {
+	It("shows the field docs of researchrun.spec.budget", func() {
+		kubectl := filepath.Join(utils.EnvtestAssets(), "kubectl")
+		var out []byte
+		// The API server publishes a new CRD's OpenAPI a moment after it is established.
+		Eventually(func() error {
+			var err error
+			out, err = exec.CommandContext(ctx, kubectl, "--kubeconfig", kubeconfigPath, "explain", "researchrun.spec.budget").CombinedOutput()
+			return err
+		}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
+		Expect(string(out)).To(ContainSubstring("outputReserve"))
+		Expect(string(out)).To(ContainSubstring("kept back for finalization"))
+		Expect(string(out)).To(ContainSubstring("finalizationGrace"))
 	})
 })
 

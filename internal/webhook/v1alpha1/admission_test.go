@@ -47,7 +47,8 @@ func newNamespace() string {
 	return ns.Name
 }
 
-func veto(b bool) *bool { return &b }
+//go:fix inline
+func veto(b bool) *bool { return new(b) }
 
 // minimalPolicy is the source document's "minimal" chain.
 func minimalPolicy(ns string) *v1.RuntimePolicy {
@@ -55,8 +56,8 @@ func minimalPolicy(ns string) *v1.RuntimePolicy {
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
 		Spec: v1.RuntimePolicySpec{
 			Interceptors: []v1.Interceptor{
-				{Name: "auth", Class: v1.ClassSecurity, Role: v1.RoleAuthentication, Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: veto(true)},
-				{Name: "rate_limit", Class: v1.ClassResource, Role: v1.RoleIdentityConsumer, Phase: v1.InterceptorPre, Priority: 20, OnError: v1.PostureDeny, Veto: veto(true)},
+				{Name: "auth", Class: v1.ClassSecurity, Role: v1.RoleAuthentication, Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: new(true)},
+				{Name: "rate_limit", Class: v1.ClassResource, Role: v1.RoleIdentityConsumer, Phase: v1.InterceptorPre, Priority: 20, OnError: v1.PostureDeny, Veto: new(true)},
 				{Name: "redact", Class: v1.ClassSecurity, Role: v1.RoleRedaction, Phase: v1.InterceptorPost, Priority: 50, OnError: v1.PostureDeny},
 				{Name: "audit", Class: v1.ClassObservability, Role: v1.RoleAudit, Phase: v1.InterceptorPost, Priority: 90, OnError: v1.PostureAllow, Buffered: true},
 			},
@@ -147,7 +148,7 @@ var _ = Describe("RuntimePolicy admission", func() {
 			"spec.interceptors[1].veto", `interceptor "rate_limit"`, "veto explicitly"),
 		Entry("auth moved after logging (a migration that reorders registration)", func(s *v1.RuntimePolicySpec) {
 			s.Interceptors = append(s.Interceptors, v1.Interceptor{Name: "log", Class: v1.ClassObservability, Role: v1.RoleLogging,
-				Phase: v1.InterceptorPre, Priority: 5, OnError: v1.PostureAllow, Veto: veto(false)})
+				Phase: v1.InterceptorPre, Priority: 5, OnError: v1.PostureAllow, Veto: new(false)})
 		}, `interceptor "log"`, `"auth"`),
 		Entry("rate limit before auth", func(s *v1.RuntimePolicySpec) { s.Interceptors[1].Priority = 5 },
 			`"rate_limit"`, `"auth"`),
@@ -211,7 +212,7 @@ var _ = Describe("ResearchRun admission", func() {
 		Entry("no container", func(r *v1.ResearchRun) { r.Spec.Template.Spec.Containers = nil },
 			"spec.template.spec.containers", "at least one container"),
 		Entry("a privileged container", func(r *v1.ResearchRun) {
-			r.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: ptr.To(true)}
+			r.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
 		}, "privileged", "restricted Pod Security Standard"),
 	)
 

@@ -96,7 +96,7 @@ func namespaceSelector() *metav1.LabelSelector {
 func applyFile(c client.Client, path string, mutate func(*unstructured.Unstructured)) {
 	data, err := os.ReadFile(path)
 	Expect(err).NotTo(HaveOccurred())
-	for _, doc := range strings.Split(string(data), "\n---") {
+	for doc := range strings.SplitSeq(string(data), "\n---") {
 		u := &unstructured.Unstructured{}
 		Expect(yaml.Unmarshal([]byte(doc), &u.Object)).To(Succeed())
 		if len(u.Object) == 0 {
