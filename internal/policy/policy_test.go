@@ -41,7 +41,6 @@ const (
 )
 
 //go:fix inline
-func boolPtr(b bool) *bool { return new(b) }
 
 // minimal is the source document's minimal chain: auth Pre 10 Deny,
 // rate_limit Pre 20 Deny, redact Post 50 Deny, audit Post 90 Allow buffered.

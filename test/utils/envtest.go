@@ -20,6 +20,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 )
 
@@ -46,9 +47,9 @@ func EnvtestAssets() string {
 		return ""
 	}
 	suffix := "-" + runtime.GOOS + "-" + runtime.GOARCH
-	for i := len(entries) - 1; i >= 0; i-- {
-		name := entries[i].Name()
-		if entries[i].IsDir() && strings.HasSuffix(name, suffix) {
+	for _, e := range slices.Backward(entries) {
+		name := e.Name()
+		if e.IsDir() && strings.HasSuffix(name, suffix) {
 			return filepath.Join(store, name)
 		}
 	}

@@ -48,7 +48,6 @@ func newNamespace() string {
 }
 
 //go:fix inline
-func veto(b bool) *bool { return new(b) }
 
 // minimalPolicy is the source document's "minimal" chain.
 func minimalPolicy(ns string) *v1.RuntimePolicy {

@@ -50,7 +50,7 @@ func SetupResearchRunWebhookWithManager(mgr ctrl.Manager) error {
 	mgr.GetWebhookServer().Register("/mutate-agentrun-dev-v1alpha1-researchrun",
 		&webhook.Admission{Handler: &ApprovalStamper{Clock: clock.RealClock{}}})
 	return ctrl.NewWebhookManagedBy(mgr, &v1.ResearchRun{}).
-		WithValidator(&ResearchRunValidator{Reader: mgr.GetClient()}).
+		WithValidator(&ResearchRunValidator{Reader: cachedThenLive{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}).
 		Complete()
 }
 

@@ -38,7 +38,7 @@ import (
 // through the manager's cache.
 func SetupSessionWebhookWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &v1.Session{}).
-		WithValidator(&SessionValidator{Reader: mgr.GetClient()}).
+		WithValidator(&SessionValidator{Reader: cachedThenLive{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}).
 		WithDefaulter(&SessionDefaulter{Clock: clock.RealClock{}}).
 		Complete()
 }

@@ -30,6 +30,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -125,24 +126,30 @@ var _ = BeforeSuite(func() {
 			Paths: []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
 		},
 	}
-	Expect(testEnv.WebhookInstallOptions.PrepWithoutInstalling()).To(Succeed())
-	sel := namespaceSelector()
-	for _, w := range testEnv.WebhookInstallOptions.ValidatingWebhooks {
-		for i := range w.Webhooks {
-			w.Webhooks[i].NamespaceSelector = sel
-		}
-	}
-	for _, w := range testEnv.WebhookInstallOptions.MutatingWebhooks {
-		for i := range w.Webhooks {
-			w.Webhooks[i].NamespaceSelector = sel
-		}
-	}
-
 	var err error
 	adminConfig, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
 	admin, err = client.New(adminConfig, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
+
+	By("applying the webhook namespaceSelector of config/webhook's kustomize patches")
+	sel := namespaceSelector()
+	vwcs := &admissionv1.ValidatingWebhookConfigurationList{}
+	Expect(admin.List(ctx, vwcs)).To(Succeed())
+	for i := range vwcs.Items {
+		for j := range vwcs.Items[i].Webhooks {
+			vwcs.Items[i].Webhooks[j].NamespaceSelector = sel
+		}
+		Expect(admin.Update(ctx, &vwcs.Items[i])).To(Succeed())
+	}
+	mwcs := &admissionv1.MutatingWebhookConfigurationList{}
+	Expect(admin.List(ctx, mwcs)).To(Succeed())
+	for i := range mwcs.Items {
+		for j := range mwcs.Items[i].Webhooks {
+			mwcs.Items[i].Webhooks[j].NamespaceSelector = sel
+		}
+		Expect(admin.Update(ctx, &mwcs.Items[i])).To(Succeed())
+	}
 
 	By("installing the admission policies and the runner role from config/")
 	applyFile(admin, filepath.Join(root, "config", "admission-policy", "runattempt_authority.yaml"), func(u *unstructured.Unstructured) {
