@@ -40,7 +40,7 @@ var _ = Describe("The termination owner", func() {
 		w.start("normal", 1)
 		ra := w.attempt("normal", 1)
 		Expect(ra.Spec.Grant.ModelRequests).To(Equal(int64(8)), "working allowance = budget 10 - reserve 2")
-		Expect(ra.Spec.PodUID).NotTo(BeEmpty())
+		Eventually(func() string { return w.attempt("normal", 1).Spec.PodUID }, timeout, interval).Should(Equal(string(w.pod("normal", 1).UID)))
 		w.agent("normal", 1, func(s *v1.RunAttemptStatus) {
 			s.Steps, s.LastProgressStep, s.Usage = 3, 3, v1.Usage{ModelRequests: 3, ToolCalls: 2}
 		})
@@ -253,7 +253,9 @@ var _ = Describe("The termination owner", func() {
 			s.FinishProposed = true
 		})
 		w.eventually("advice", v1.PhaseFinalizing, v1.ReasonCompleted)
+		Eventually(func() bool { return w.attempt("advice", 1).Spec.Grant.FinalizeOnly }, timeout, interval).Should(BeTrue())
 		grant := w.attempt("advice", 1).Spec.Grant
+		Expect(grant).To(Equal(v1.Grant{ModelRequests: 4, ToolCalls: 2, FinalizeOnly: true}), "usage at finish 2/0 + reserve 2/2")
 		w.agent("advice", 1, func(s *v1.RunAttemptStatus) {
 			s.Advice = []v1.Advice{{Source: "reviewer", Kind: "Continue", Count: 1}, {Source: "stop-hook", Kind: "Block", Count: 1}}
 		})

@@ -92,7 +92,7 @@ var _ = Describe("Sessions", func() {
 		}
 		Expect(k8sClient.Create(ctx, tight)).To(Succeed())
 		w.session = "tight"
-		w.run("a", nil)
+		w.run("a", nil) // names sort in creation order: FIFO breaks same-second ties by name
 		w.eventually("a", v1.PhaseRunning, "")
 		w.run("b", nil)
 		w.eventually("b", v1.PhaseQueued, "")
@@ -111,29 +111,32 @@ var _ = Describe("Sessions", func() {
 	})
 
 	It("never lets a stuck run hold the session past its own deadline", func() {
-		w.run("stuck", func(r *v1.ResearchRun) {
+		w.run("r1-stuck", func(r *v1.ResearchRun) {
 			r.Spec.Budget.Deadline = &metav1.Duration{Duration: 2 * time.Second}
 			r.Spec.Budget.FinalizationGrace = &metav1.Duration{Duration: time.Second}
 		})
-		w.run("next", nil)
+		w.eventually("r1-stuck", v1.PhaseRunning, "")
+		w.run("r2-next", nil)
 		// The pod never gets going and the agent never reports anything.
-		w.pod("stuck", 1)
-		w.eventually("next", v1.PhaseQueued, "")
-		stuck := w.eventually("stuck", v1.PhaseTerminated, v1.ReasonDeadlineExceeded)
+		w.pod("r1-stuck", 1)
+		w.eventually("r2-next", v1.PhaseQueued, "")
+		stuck := w.eventually("r1-stuck", v1.PhaseTerminated, v1.ReasonDeadlineExceeded)
 		Expect(stuck.Status.CompletionTime.Sub(stuck.Status.StartTime.Time)).To(BeNumerically("<", 10*time.Second))
-		w.eventually("next", v1.PhaseRunning, "")
+		w.eventually("r2-next", v1.PhaseRunning, "")
 	})
 
 	It("releases the session when its active run is deleted", func() {
-		w.run("gone", nil)
-		w.run("after", nil)
-		w.eventually("gone", v1.PhaseRunning, "")
-		Expect(k8sClient.Delete(ctx, w.get("gone"))).To(Succeed())
-		w.eventually("after", v1.PhaseRunning, "")
+		w.run("r1-gone", nil)
+		w.run("r2-after", nil)
+		w.eventually("r1-gone", v1.PhaseRunning, "")
+		w.eventually("r2-after", v1.PhaseQueued, "")
+		Expect(k8sClient.Delete(ctx, w.get("r1-gone"))).To(Succeed())
+		w.eventually("r2-after", v1.PhaseRunning, "")
 	})
 
 	It("ends the runs of a deleted session as Cancelled, saying why", func() {
 		w.run("active", nil)
+		w.eventually("active", v1.PhaseRunning, "")
 		w.run("waiting", nil)
 		w.start("active", 1)
 		w.eventually("waiting", v1.PhaseQueued, "")
