@@ -368,11 +368,13 @@ type Approval struct {
 	// +optional
 	Comment string `json:"comment,omitempty"`
 	// approver is the user who made the decision. Stamped by the admission
-	// webhook from the request's user info; a request that sets it is rejected.
+	// webhook from the request's user info; a request that names anyone but
+	// the requester is rejected.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	Approver string `json:"approver,omitempty"`
-	// time the decision was admitted. Stamped by the admission webhook.
+	// time the decision was admitted. Stamped by the admission webhook; a
+	// request may not set a time other than its own.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`
 }

@@ -135,6 +135,12 @@ type Recovery struct {
 	// +kubebuilder:default="60s"
 	// +optional
 	HeartbeatTimeout *metav1.Duration `json:"heartbeatTimeout,omitempty"`
+	// startTimeout is how long an attempt's pod may take to start running
+	// (scheduling, image pull) before the attempt is treated as failed.
+	// 0 turns the check off.
+	// +kubebuilder:default="5m"
+	// +optional
+	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
 }
 
 // ResearchRunSpec is one research task. Immutable after creation except stop
@@ -142,7 +148,7 @@ type Recovery struct {
 // +kubebuilder:validation:XValidation:rule="self.sessionRef.name == oldSelf.sessionRef.name && self.goal == oldSelf.goal",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="self.budget.modelRequests == oldSelf.budget.modelRequests && self.budget.toolCalls == oldSelf.budget.toolCalls && self.budget.?tokens.orValue(0) == oldSelf.budget.?tokens.orValue(0) && self.budget.?outputReserve.?modelRequests.orValue(0) == oldSelf.budget.?outputReserve.?modelRequests.orValue(0) && self.budget.?outputReserve.?toolCalls.orValue(0) == oldSelf.budget.?outputReserve.?toolCalls.orValue(0) && self.budget.?outputReserve.?tokens.orValue(0) == oldSelf.budget.?outputReserve.?tokens.orValue(0) && duration(self.budget.?deadline.orValue('0s')) == duration(oldSelf.budget.?deadline.orValue('0s')) && duration(self.budget.?finalizationGrace.orValue('0s')) == duration(oldSelf.budget.?finalizationGrace.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="self.?gates.?maxSteps.orValue(0) == oldSelf.?gates.?maxSteps.orValue(0) && self.?gates.?sameCallLimit.orValue(0) == oldSelf.?gates.?sameCallLimit.orValue(0) && self.?gates.?noProgressLimit.orValue(0) == oldSelf.?gates.?noProgressLimit.orValue(0) && self.?gates.?degradeAtPercent.orValue(0) == oldSelf.?gates.?degradeAtPercent.orValue(0) && self.?gates.?compressAtPercent.orValue(0) == oldSelf.?gates.?compressAtPercent.orValue(0)",message="spec is immutable after creation except spec.stop and spec.approvals"
-// +kubebuilder:validation:XValidation:rule="self.?recovery.?maxAttempts.orValue(0) == oldSelf.?recovery.?maxAttempts.orValue(0) && duration(self.?recovery.?backoff.orValue('0s')) == duration(oldSelf.?recovery.?backoff.orValue('0s')) && duration(self.?recovery.?heartbeatInterval.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatInterval.orValue('0s')) && duration(self.?recovery.?heartbeatTimeout.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatTimeout.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="self.?recovery.?maxAttempts.orValue(0) == oldSelf.?recovery.?maxAttempts.orValue(0) && duration(self.?recovery.?backoff.orValue('0s')) == duration(oldSelf.?recovery.?backoff.orValue('0s')) && duration(self.?recovery.?heartbeatInterval.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatInterval.orValue('0s')) && duration(self.?recovery.?heartbeatTimeout.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatTimeout.orValue('0s')) && duration(self.?recovery.?startTimeout.orValue('0s')) == duration(oldSelf.?recovery.?startTimeout.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && (self.stop == oldSelf.stop || self.stop == 'Cancel'))",message="spec.stop cannot be removed once set, and may only change from Finalize to Cancel"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || (has(self.approvals) && size(self.approvals) >= size(oldSelf.approvals) && self.approvals.slice(0, size(oldSelf.approvals)) == oldSelf.approvals)",message="spec.approvals is append-only: existing approvals cannot be changed, reordered or removed"
 type ResearchRunSpec struct {
@@ -185,7 +191,9 @@ type ResearchRunSpec struct {
 	// +optional
 	Stop StopRequest `json:"stop,omitempty"`
 	// approvals answer actions that need confirmation. Append-only; the
-	// webhook stamps approver and time.
+	// webhook stamps approver and time. Defaults to an empty list so that
+	// `kubectl patch --type=json` can append with path /spec/approvals/-.
+	// +kubebuilder:default={}
 	// +kubebuilder:validation:MaxItems=256
 	// +listType=atomic
 	// +optional

@@ -27,6 +27,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -200,6 +201,15 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun)
 				return g, nil
 			}
 		}
+		if g.policy != nil && (run.Status.Phase == "" || run.Status.Phase == v1.PhasePending) {
+			// A run never starts with a chain that is not the policy's
+			// current, valid resolution: the agent would run a stale or empty
+			// interceptor chain.
+			if msg := policyNotReady(g.policy); msg != "" {
+				g.waiting = msg
+				return g, nil
+			}
+		}
 	}
 
 	list := &v1.RunAttemptList{}
@@ -364,6 +374,19 @@ func (r *ResearchRunReconciler) patchStatus(ctx context.Context, run *v1.Researc
 	next := run.DeepCopy()
 	next.Status = status
 	return r.Status().Patch(ctx, next, client.MergeFromWithOptions(run, client.MergeFromWithOptimisticLock{}))
+}
+
+// policyNotReady says why a policy's resolved chain cannot be handed to a new
+// attempt yet, or "" when it can.
+func policyNotReady(p *v1.RuntimePolicy) string {
+	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionValid)
+	switch {
+	case c == nil || c.ObservedGeneration != p.Generation || p.Status.ObservedGeneration != p.Generation:
+		return fmt.Sprintf("waiting for RuntimePolicy %q to be resolved", p.Name)
+	case c.Status != metav1.ConditionTrue:
+		return fmt.Sprintf("RuntimePolicy %q is not valid, so no attempt starts: %s", p.Name, c.Message)
+	}
+	return ""
 }
 
 func waitingStatus(run *v1.ResearchRun, msg string) v1.ResearchRunStatus {
@@ -577,6 +600,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1.RunAttempt{}, r.facts.wrap()).
 		Watches(&corev1.Pod{}, r.facts.wrap()).
 		Watches(&v1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
+		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("researchrun").
 		Complete(r)

@@ -33,7 +33,8 @@ import (
 // sessionRefIndex indexes ResearchRuns by spec.sessionRef.name.
 const sessionRefIndex = "spec.sessionRef.name"
 
-// Queue defaults when the policy sets none (the source document's values).
+// Queue defaults when no policy is known (the RuntimePolicy CRD defaults its
+// queue.defaultLimit and queue.defaultTimeout to the same values).
 const (
 	defaultQueueLimit   = 100
 	defaultQueueTimeout = 30 * time.Minute
@@ -47,16 +48,14 @@ func queueSettings(session *v1.Session, policy *v1.RuntimePolicy) (int32, time.D
 	var maxTimeout time.Duration = -1
 	if policy != nil {
 		q := policy.Spec.Queue
-		if q.DefaultLimit > 0 || q.MaxLimit > 0 {
-			limit = q.DefaultLimit
-		}
+		limit = q.DefaultLimit // 0: no run may wait behind the active one
 		if q.MaxLimit > 0 {
 			maxLimit = q.MaxLimit
 		}
 		if q.DefaultTimeout != nil {
 			timeout = q.DefaultTimeout.Duration
 		}
-		if q.MaxTimeout != nil {
+		if q.MaxTimeout != nil && q.MaxTimeout.Duration > 0 { // 0: no bound
 			maxTimeout = q.MaxTimeout.Duration
 		}
 	}
@@ -71,7 +70,7 @@ func queueSettings(session *v1.Session, policy *v1.RuntimePolicy) (int32, time.D
 	if maxLimit >= 0 && limit > maxLimit {
 		limit = maxLimit
 	}
-	if maxTimeout >= 0 && timeout > maxTimeout {
+	if maxTimeout > 0 && (timeout > maxTimeout || timeout <= 0) {
 		timeout = maxTimeout
 	}
 	return limit, timeout
@@ -220,6 +219,28 @@ func (r *ResearchRunReconciler) runsOfSession(ctx context.Context, obj client.Ob
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: runs[i].Namespace, Name: runs[i].Name}})
+	}
+	return reqs
+}
+
+// pendingRunsOfPolicy maps a RuntimePolicy event to the runs that wait for it
+// (Pending runs of its sessions), so they start as soon as it is resolved.
+func (r *ResearchRunReconciler) pendingRunsOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
+	sessions := &v1.SessionList{}
+	if err := r.List(ctx, sessions, client.InNamespace(obj.GetNamespace()), client.MatchingFields{policyRefIndex: obj.GetName()}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for i := range sessions.Items {
+		runs, err := r.sessionRuns(ctx, obj.GetNamespace(), sessions.Items[i].Name)
+		if err != nil {
+			return nil
+		}
+		for j := range runs {
+			if p := runs[j].Status.Phase; p == "" || p == v1.PhasePending {
+				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs[j])})
+			}
+		}
 	}
 	return reqs
 }

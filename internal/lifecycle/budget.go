@@ -32,6 +32,7 @@ const (
 	DefaultFinalizationGrace = 2 * time.Minute
 	DefaultBackoff           = 5 * time.Second
 	DefaultHeartbeatTimeout  = 60 * time.Second
+	DefaultStartTimeout      = 5 * time.Minute
 	DefaultMaxAttempts       = int32(3)
 	DefaultMaxSteps          = int32(20)
 	DefaultSameCallLimit     = int32(3)
@@ -54,6 +55,7 @@ type limits struct {
 
 	backoff          time.Duration
 	heartbeatTimeout time.Duration // 0: heartbeats are not checked
+	startTimeout     time.Duration // 0: pod start is not timed
 	maxAttempts      int32
 
 	maxSteps    int32
@@ -85,6 +87,7 @@ func limitsFor(spec v1alpha1.ResearchRunSpec) limits {
 	r := spec.Recovery
 	l.backoff = durationOr(r.Backoff, DefaultBackoff)
 	l.heartbeatTimeout = durationOr(r.HeartbeatTimeout, DefaultHeartbeatTimeout)
+	l.startTimeout = durationOr(r.StartTimeout, DefaultStartTimeout)
 	l.maxAttempts = int32Or(r.MaxAttempts, DefaultMaxAttempts)
 	g := spec.Gates
 	l.maxSteps = int32Or(g.MaxSteps, DefaultMaxSteps)

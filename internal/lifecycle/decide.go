@@ -665,6 +665,20 @@ func (p *pass) terminate(reason v1alpha1.Reason, why string) {
 // vanished, or exited before its work was done; it escalated a fault; or it
 // stopped sending heartbeats. An attempt that proposed finish and settled
 // its publication is done, whatever its pod does next.
+// startDeadline is when the current attempt's pod must be running: its
+// RunAttempt's creation plus spec.recovery.startTimeout, while the pod has
+// not started (not created yet, or Pending). ok is false when the check does
+// not apply.
+func (p *pass) startDeadline() (time.Time, bool) {
+	if !p.podValid || !p.hasF || p.lim.startTimeout <= 0 || p.f.Created.IsZero() {
+		return time.Time{}, false
+	}
+	if ph := p.in.Pod.Phase; ph != PodPending && !(ph == PodAbsent && !p.in.Pod.Created) {
+		return time.Time{}, false
+	}
+	return p.f.Created.Add(p.lim.startTimeout), true
+}
+
 func (p *pass) failure() (string, bool) {
 	if !p.podValid {
 		return "", false
@@ -693,6 +707,9 @@ func (p *pass) failure() (string, bool) {
 		if f.Escalated {
 			return fmt.Sprintf("it escalated a %s fault (%s%s)", f.Scope, f.Kind, detail(f.LastMessage)), true
 		}
+	}
+	if at, ok := p.startDeadline(); ok && !p.now.Before(at) {
+		return fmt.Sprintf("its pod did not start within %s%s", dur(p.lim.startTimeout), detail(pod.Message)), true
 	}
 	if pod.Phase == PodRunning && p.lim.heartbeatTimeout > 0 {
 		if last := p.lastSignOfLife(); !last.IsZero() && p.now.Sub(last) >= p.lim.heartbeatTimeout {
@@ -971,6 +988,9 @@ func (p *pass) requeueAfter() time.Duration {
 					start.Add(time.Duration(threshold(p.lim.compressPct, lim))))
 			}
 		}
+	}
+	if t, ok := p.startDeadline(); ok && !p.stopping && p.d.Attempt == p.cur {
+		at = append(at, t)
 	}
 	if !p.stopping && p.d.Attempt == p.cur && p.podValid && p.in.Pod.Phase == PodRunning && p.lim.heartbeatTimeout > 0 {
 		if last := p.lastSignOfLife(); !last.IsZero() {

@@ -276,6 +276,18 @@ func decideCases() map[string]decideCase {
 				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
 			message: "no heartbeat for 1m10s (timeout 1m0s); deleting its pod",
 		},
+		"failed: a pod that does not start within startTimeout fails the attempt": {
+			in: with(runningAt(6*time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodPending),
+				func(in *Input) { in.Pod.Message = "ErrImagePull: not found" }),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
+			message: "its pod did not start within 5m0s: ErrImagePull: not found",
+		},
+		"steady: a pending pod has until startTimeout": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodPending)),
+			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
+				RequeueAfter: 4 * time.Minute, Conditions: []string{readyTrue}},
+		},
 		"failed: an escalated fault fails the attempt": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
 				{Scope: v1alpha1.FaultScopeProvider, Kind: "QuotaExceeded", Count: 2, Escalated: true, LastMessage: "429"},

@@ -256,6 +256,18 @@ spec:
 		forged := []byte(`{"spec":{"approvals":[{"actionID":"publish-1","decision":"Approve","comment":"ship it","approver":"alice","time":"` +
 			got.Spec.Approvals[0].Time.UTC().Format("2006-01-02T15:04:05Z") + `"},{"actionID":"publish-2","decision":"Approve","approver":"the-ceo"}]}}`)
 		rejected(alice.Patch(ctx, run, client.RawPatch(types.MergePatchType, forged)), "spec.approvals[1].approver", "the-ceo")
+
+		backdated := []byte(`[{"op":"add","path":"/spec/approvals/-","value":{"actionID":"publish-3","decision":"Approve",` +
+			`"approver":"alice","time":"2020-01-01T00:00:00Z"}}]`)
+		rejected(alice.Patch(ctx, run, client.RawPatch(types.JSONPatchType, backdated)), "spec.approvals[1].time", "not the time of this request")
+
+		// JSON-patch append works from the first approval on (approvals defaults to []).
+		fresh := newRun(ns, "appr-json")
+		Expect(admin.Create(ctx, fresh)).To(Succeed())
+		appendOne := []byte(`[{"op":"add","path":"/spec/approvals/-","value":{"actionID":"a-1","decision":"Deny"}}]`)
+		Expect(alice.Patch(ctx, fresh, client.RawPatch(types.JSONPatchType, appendOne))).To(Succeed())
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(fresh), got)).To(Succeed())
+		Expect(got.Spec.Approvals).To(ConsistOf(HaveField("Approver", "alice")))
 	})
 })
 
@@ -294,6 +306,30 @@ var _ = Describe("Session admission", func() {
 
 		forge := []byte(`{"metadata":{"annotations":{"agentrun.dev/mode-change":"{\"to\":\"Full\",\"by\":\"the-ceo\"}"}}}`)
 		rejected(bob.Patch(ctx, s, client.RawPatch(types.MergePatchType, forge)), "agentrun.dev/mode-change", "stamped by the admission webhook")
+	})
+
+	It("strips a mode-change stamp forged at creation, and refuses removing the mode", func() {
+		s := newSession(ns, "forger")
+		s.Annotations = map[string]string{v1.AnnotationModeChange: `{"to":"Full","by":"the-ceo","time":"2020-01-01T00:00:00Z"}`}
+		Expect(admin.Create(ctx, s)).To(Succeed())
+		got := &v1.Session{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
+		Expect(got.Annotations).NotTo(HaveKey(v1.AnnotationModeChange))
+
+		moded := newSession(ns, "moded")
+		moded.Spec.Mode = v1.ModeEdit
+		Expect(admin.Create(ctx, moded)).To(Succeed())
+		rejected(admin.Patch(ctx, moded, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/mode"}]`))),
+			"spec.mode", "cannot be removed once set")
+	})
+
+	It("refuses a queue timeout of 0 (none) when the policy bounds timeouts", func() {
+		p := &v1.RuntimePolicy{}
+		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "p"}, p)).To(Succeed())
+		Expect(p.Spec.Queue.MaxTimeout).NotTo(BeNil(), "the CRD defaults queue.maxTimeout")
+		s := newSession(ns, "forever")
+		s.Spec.Queue.Timeout = &metav1.Duration{}
+		rejected(admin.Create(ctx, s), "spec.queue.timeout", "must be positive")
 	})
 
 	It("refuses a session whose policy does not exist", func() {
@@ -381,6 +417,14 @@ var _ = Describe("Authority over state", func() {
 				run.Status.Message = "forged"
 				return c.Status().Update(ctx, run)
 			},
+			"Session status": func(c client.Client) error {
+				s := &v1.Session{}
+				if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "s"}, s); err != nil {
+					return err
+				}
+				s.Status.ActiveRun = "forged"
+				return c.Status().Update(ctx, s)
+			},
 			"RunAttempt delete": func(c client.Client) error {
 				// A dry run decides exactly as a delete would, and keeps the attempt.
 				ra := &v1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine-1"}}
@@ -389,7 +433,8 @@ var _ = Describe("Authority over state", func() {
 		}
 		allowed := map[string]map[string]bool{
 			"own pod token": {"RunAttempt status": true},
-			"operator":      {"RunAttempt status": true, "RunAttempt spec": true, "ResearchRun status": true, "RunAttempt delete": true},
+			"operator": {"RunAttempt status": true, "RunAttempt spec": true, "ResearchRun status": true, "RunAttempt delete": true,
+				"Session status": true},
 		}
 		for who, c := range creds {
 			for what, write := range writes {

@@ -56,6 +56,10 @@ func SetupResearchRunWebhookWithManager(mgr ctrl.Manager) error {
 
 // +kubebuilder:webhook:path=/mutate-agentrun-dev-v1alpha1-researchrun,mutating=true,failurePolicy=fail,sideEffects=None,timeoutSeconds=5,groups=agentrun.dev,resources=researchruns,verbs=create;update,versions=v1alpha1,name=mresearchrun-v1alpha1.kb.io,admissionReviewVersions=v1
 
+// stampTolerance is how far from now an approval time may be for the stamper
+// to accept it as its own earlier stamp.
+const stampTolerance = time.Minute
+
 // ApprovalStamper stamps each new entry of spec.approvals with the approver
 // (the requester's user name, from the request's user info) and the time, and
 // rejects an entry whose body names another approver. Idempotent: an entry
@@ -98,10 +102,17 @@ func (s *ApprovalStamper) Handle(_ context.Context, req admission.Request) admis
 		case a.Approver == "":
 			ops = append(ops, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/approvals/%d/approver", i), user))
 		}
-		if a.Time == nil {
+		switch {
+		case a.Time == nil:
 			ops = append(ops, jsonpatch.NewOperation("add", fmt.Sprintf("/spec/approvals/%d/time", i), now))
-		} else if a.Approver == "" {
+		case a.Approver == "":
 			errs = append(errs, field.Forbidden(path.Child("time"), "is stamped by the admission webhook and may not be set by the request"))
+		case a.Time.Time.Sub(s.Clock.Now()).Abs() > stampTolerance:
+			// An entry carrying the requester's own name and a time is this
+			// webhook's own stamp seen again (mutation is idempotent); a time
+			// far from now is a backdated or future-dated forgery.
+			errs = append(errs, field.Forbidden(path.Child("time"), fmt.Sprintf(
+				"is stamped by the admission webhook; %s is not the time of this request", a.Time.UTC().Format(time.RFC3339))))
 		}
 	}
 	if len(errs) > 0 {

@@ -35,7 +35,7 @@ import (
 )
 
 // SetupSessionWebhookWithManager registers the Session webhooks. Lookups go
-// through the manager's cache.
+// through the manager's cache; a miss is confirmed with a live read.
 func SetupSessionWebhookWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewWebhookManagedBy(mgr, &v1.Session{}).
 		WithValidator(&SessionValidator{Reader: cachedThenLive{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}).
@@ -68,11 +68,15 @@ func (d *SessionDefaulter) Default(ctx context.Context, obj *v1.Session) error {
 		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
 			return err
 		}
-		if old.Spec.Mode == obj.Spec.Mode {
+		if old.Spec.Mode == obj.Spec.Mode || obj.Spec.Mode == "" {
+			// No switch (the validator refuses a changed stamp and a removed mode).
 			return nil
 		}
 		from = old.Spec.Mode
 	} else if obj.Spec.Mode == "" {
+		// A new session without a mode has nothing to audit, and no stamp
+		// may come from the request body.
+		delete(obj.Annotations, v1.AnnotationModeChange)
 		return nil
 	}
 	change := v1.ModeChange{
@@ -122,6 +126,10 @@ func (v *SessionValidator) ValidateDelete(_ context.Context, _ *v1.Session) (adm
 func (v *SessionValidator) validate(ctx context.Context, old, s *v1.Session) error {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
+	if old != nil && old.Spec.Mode != "" && s.Spec.Mode == "" {
+		errs = append(errs, field.Required(spec.Child("mode"),
+			"cannot be removed once set; switch to the mode you want (with a modeChangeReason) instead"))
+	}
 	if old != nil && old.Spec.Mode == s.Spec.Mode &&
 		old.Annotations[v1.AnnotationModeChange] != s.Annotations[v1.AnnotationModeChange] {
 		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1.AnnotationModeChange),
@@ -162,7 +170,11 @@ func (v *SessionValidator) validate(ctx context.Context, old, s *v1.Session) err
 		errs = append(errs, field.Invalid(spec.Child("queue", "limit"), *l,
 			fmt.Sprintf("must not exceed the policy's queue.maxLimit (%d)", q.MaxLimit)))
 	}
-	if t := s.Spec.Queue.Timeout; t != nil && q.MaxTimeout != nil && t.Duration > q.MaxTimeout.Duration {
+	if t := s.Spec.Queue.Timeout; t != nil && t.Duration <= 0 && q.MaxTimeout != nil && q.MaxTimeout.Duration > 0 {
+		errs = append(errs, field.Invalid(spec.Child("queue", "timeout"), t.Duration.String(),
+			fmt.Sprintf("must be positive: the policy bounds queue timeouts by queue.maxTimeout (%s), and 0 would mean none", q.MaxTimeout.Duration)))
+	}
+	if t := s.Spec.Queue.Timeout; t != nil && q.MaxTimeout != nil && q.MaxTimeout.Duration > 0 && t.Duration > q.MaxTimeout.Duration {
 		errs = append(errs, field.Invalid(spec.Child("queue", "timeout"), t.Duration.String(),
 			fmt.Sprintf("must not exceed the policy's queue.maxTimeout (%s)", q.MaxTimeout.Duration)))
 	}
