@@ -1,0 +1,110 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command research-agent is the reference agent of agentrun: a research loop
+// (plan → tool calls → notes → publish sections → settle) on the agent SDK
+// (pkg/agent), with a scripted provider for tests and demos and an
+// OpenAI-compatible provider for real use. The logic lives in
+// pkg/agent/research, so tests run it in-process.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/agent/research"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:]))
+}
+
+func run(args []string) int {
+	fs := flag.NewFlagSet("research-agent", flag.ContinueOnError)
+	cfg := research.Config{Agent: agent.ConfigFromEnv(), APIKey: os.Getenv(research.EnvOpenAIAPIKey), Exit: os.Exit}
+	cfg.Agent.BindFlags(fs)
+	var allow, metricsAddr string
+	fs.StringVar(&cfg.ProviderName, "provider", research.ProviderScripted, "model provider: scripted or openai")
+	fs.StringVar(&cfg.ScriptPath, "script", "", "scripted provider: script file (docs/script-format.md)")
+	fs.StringVar(&cfg.ScriptConfigMap, "script-configmap", "",
+		"scripted provider: ConfigMap (in the attempt's namespace) holding the script")
+	fs.StringVar(&cfg.ScriptKey, "script-key", research.DefaultScriptKey,
+		"scripted provider: key of the script in --script-configmap")
+	fs.StringVar(&cfg.BaseURL, "base-url", "https://api.openai.com/v1",
+		"openai provider: API root (…/chat/completions is appended)")
+	fs.StringVar(&cfg.Model, "model", "", "openai provider: model name")
+	fs.StringVar(&cfg.DegradedModel, "degraded-model", "",
+		"model used while a Degrade directive is in effect (default --model)")
+	fs.StringVar(&allow, "http-allow", "",
+		"comma-separated hosts http.get may fetch (host, host:port, *.domain); empty allows none")
+	fs.StringVar(&cfg.NotesPath, "notes-file", "", "append notes to this file (JSON lines); default in memory only")
+	fs.IntVar(&cfg.MaxRetries, "max-retries", 3,
+		"retries of a retryable provider error (each one a model request within the grant)")
+	fs.DurationVar(&cfg.RetryBackoff, "retry-backoff", time.Second,
+		"first pause between retries, doubled each time up to 30s")
+	fs.DurationVar(&cfg.RateLimitInterval, "rate-limit-interval", 0,
+		"rate_limit interceptor: least time between calls (0: none)")
+	fs.StringVar(&metricsAddr, "metrics-bind-address", "0", "serve the SDK's metrics on this address (0: off)")
+	zopts := zap.Options{}
+	zopts.BindFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	log := zap.New(zap.UseFlagOptions(&zopts))
+	cfg.Log = log
+	for h := range strings.SplitSeq(allow, ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			cfg.HTTPAllowlist = append(cfg.HTTPAllowlist, h)
+		}
+	}
+	cfg.Agent.Registry = prometheus.NewRegistry()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if metricsAddr != "" && metricsAddr != "0" {
+		srv := &http.Server{Addr: metricsAddr, Handler: promhttp.HandlerFor(cfg.Agent.Registry, promhttp.HandlerOpts{}),
+			ReadHeaderTimeout: 5 * time.Second}
+		go func() {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				log.Error(err, "Could not serve metrics")
+			}
+		}()
+		defer func() { _ = srv.Close() }()
+	}
+
+	if err := research.Run(ctx, cfg); err != nil {
+		log.Error(err, "Research agent failed")
+		fmt.Fprintln(os.Stderr, "research-agent:", err)
+		return 1
+	}
+	return 0
+}

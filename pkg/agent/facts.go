@@ -1,0 +1,207 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package agent
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// Bounds of the reported state, matching the RunAttempt status schema.
+const (
+	// MaxCalls is how many call fingerprints status.calls reports (top-K by count).
+	MaxCalls = 32
+	// MaxFaults is how many fault entries status.faults holds; beyond it new
+	// kinds are counted in one "Other" entry, so no occurrence is lost.
+	MaxFaults = 32
+	// MaxAdvice is how many advice entries status.advice holds; beyond it new
+	// kinds are counted in one "Other" entry.
+	MaxAdvice = 16
+	// MaxInFlight is how many side-effecting calls may be in flight at once;
+	// more wait for a slot.
+	MaxInFlight = 16
+	// MaxAwaitingApproval is how many approvals may be awaited at once; more
+	// wait for a slot.
+	MaxAwaitingApproval = 16
+	// MaxCheckpoint is the longest checkpoint, in bytes.
+	MaxCheckpoint = 4096
+	// maxTrackedCalls bounds the local fingerprint table from which the
+	// top-K is reported.
+	maxTrackedCalls = 1024
+	// maxMessage is the longest fault message kept.
+	maxMessage = 512
+)
+
+// overflowKind is the entry that counts fault and advice kinds beyond the bounds.
+const overflowKind = "Other"
+
+// facts is the agent's local reported state: the source of truth for what
+// the RunAttempt status says. Every table is bounded by construction.
+type facts struct {
+	usage            v1alpha1.Usage
+	steps            int64
+	lastProgressStep int64
+	calls            map[string]*v1alpha1.CallCount
+	inFlight         []v1alpha1.InFlightEffect
+	faults           []v1alpha1.Fault
+	advice           []v1alpha1.Advice
+	awaiting         []string
+	finishProposed   bool
+	publication      v1alpha1.Publication
+	checkpoint       string
+}
+
+// seed takes over what an earlier process of this same attempt reported, so
+// counters never go backwards and no recorded fact is dropped. Awaited
+// approvals are requests of that process, not facts, and are not kept.
+func (f *facts) seed(s v1alpha1.RunAttemptStatus) {
+	f.usage = s.Usage
+	f.steps, f.lastProgressStep = s.Steps, s.LastProgressStep
+	f.calls = map[string]*v1alpha1.CallCount{}
+	for _, c := range s.Calls {
+		f.calls[c.Fingerprint] = &v1alpha1.CallCount{Tool: c.Tool, Fingerprint: c.Fingerprint, Count: c.Count}
+	}
+	f.inFlight = slices.Clone(s.InFlight)
+	f.faults = slices.Clone(s.Faults)
+	f.advice = slices.Clone(s.Advice)
+	f.finishProposed = s.FinishProposed
+	f.publication = s.Publication
+	f.checkpoint = s.Checkpoint
+}
+
+// countCall counts one dispatched call of fingerprint.
+func (f *facts) countCall(tool, fingerprint string) {
+	if f.calls == nil {
+		f.calls = map[string]*v1alpha1.CallCount{}
+	}
+	if c, ok := f.calls[fingerprint]; ok {
+		c.Count++
+		return
+	}
+	if len(f.calls) >= maxTrackedCalls {
+		// Evict the least counted fingerprint: it is far below the top-K.
+		var victim *v1alpha1.CallCount
+		for _, c := range f.calls {
+			if victim == nil || c.Count < victim.Count || (c.Count == victim.Count && c.Fingerprint > victim.Fingerprint) {
+				victim = c
+			}
+		}
+		delete(f.calls, victim.Fingerprint)
+	}
+	f.calls[fingerprint] = &v1alpha1.CallCount{Tool: tool, Fingerprint: fingerprint, Count: 1}
+}
+
+// topCalls is the top-K of the fingerprint table by count, ties broken by
+// tool and fingerprint so the reported list is deterministic.
+func (f *facts) topCalls() []v1alpha1.CallCount {
+	if len(f.calls) == 0 {
+		return nil
+	}
+	all := make([]v1alpha1.CallCount, 0, len(f.calls))
+	for _, c := range f.calls {
+		all = append(all, *c)
+	}
+	slices.SortFunc(all, func(a, b v1alpha1.CallCount) int {
+		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Fingerprint, b.Fingerprint))
+	})
+	if len(all) > MaxCalls {
+		all = all[:MaxCalls]
+	}
+	return all
+}
+
+// addFault counts one occurrence of a fault. A new (scope, kind) beyond the
+// bound is counted in the single overflow entry (scope Agent, kind Other),
+// whose message names the real scope and kind: the count is never lost, and
+// an escalation is never lost either.
+func (f *facts) addFault(scope v1alpha1.FaultScope, kind string, retryable, escalated bool, msg string) {
+	kind = truncate(kind, 128)
+	msg = truncate(msg, maxMessage)
+	i := slices.IndexFunc(f.faults, func(x v1alpha1.Fault) bool { return x.Scope == scope && x.Kind == kind })
+	if i < 0 && len(f.faults) >= MaxFaults-1 {
+		msg = truncate(fmt.Sprintf("%s/%s: %s", scope, kind, msg), maxMessage)
+		scope, kind = v1alpha1.FaultScopeAgent, overflowKind
+		i = slices.IndexFunc(f.faults, func(x v1alpha1.Fault) bool { return x.Scope == scope && x.Kind == kind })
+	}
+	if i < 0 {
+		f.faults = append(f.faults, v1alpha1.Fault{Scope: scope, Kind: kind})
+		i = len(f.faults) - 1
+	}
+	e := &f.faults[i]
+	e.Count++
+	e.Retryable = retryable
+	e.Escalated = e.Escalated || escalated
+	if msg != "" {
+		e.LastMessage = msg
+	}
+}
+
+// addAdvice counts one piece of advice; beyond the bound, in one Other entry.
+func (f *facts) addAdvice(source, kind string) {
+	source, kind = truncate(source, 128), truncate(kind, 128)
+	i := slices.IndexFunc(f.advice, func(x v1alpha1.Advice) bool { return x.Source == source && x.Kind == kind })
+	if i < 0 && len(f.advice) >= MaxAdvice-1 {
+		source, kind = overflowKind, overflowKind
+		i = slices.IndexFunc(f.advice, func(x v1alpha1.Advice) bool { return x.Source == source && x.Kind == kind })
+	}
+	if i < 0 {
+		f.advice = append(f.advice, v1alpha1.Advice{Source: source, Kind: kind})
+		i = len(f.advice) - 1
+	}
+	f.advice[i].Count++
+}
+
+func (f *facts) removeInFlight(id string) {
+	f.inFlight = slices.DeleteFunc(f.inFlight, func(e v1alpha1.InFlightEffect) bool { return e.ID == id })
+}
+
+func (f *facts) removeAwaiting(id string) bool {
+	n := len(f.awaiting)
+	f.awaiting = slices.DeleteFunc(f.awaiting, func(s string) bool { return s == id })
+	return len(f.awaiting) != n
+}
+
+// render is the status the facts say, without heartbeat and generation.
+func (f *facts) render() v1alpha1.RunAttemptStatus {
+	return v1alpha1.RunAttemptStatus{
+		Usage:            f.usage,
+		Steps:            f.steps,
+		LastProgressStep: f.lastProgressStep,
+		Calls:            f.topCalls(),
+		InFlight:         slices.Clone(f.inFlight),
+		Faults:           slices.Clone(f.faults),
+		Advice:           slices.Clone(f.advice),
+		AwaitingApproval: slices.Clone(f.awaiting),
+		FinishProposed:   f.finishProposed,
+		Publication:      f.publication,
+		Checkpoint:       f.checkpoint,
+	}
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	// Cut on a rune boundary.
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
+}
