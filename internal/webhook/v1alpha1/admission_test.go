@@ -339,9 +339,9 @@ var _ = Describe("Session admission", func() {
 	})
 })
 
-// token returns a client authenticated by a token of the runner service
-// account, bound to pod (or to nothing when pod is nil).
-func token(ns string, pod *corev1.Pod) client.Client {
+// tokenConfig returns a rest.Config authenticated by a token of the runner
+// service account, bound to pod (or to nothing when pod is nil).
+func tokenConfig(ns string, pod *corev1.Pod) *rest.Config {
 	GinkgoHelper()
 	cs, err := kubernetes.NewForConfig(adminConfig)
 	Expect(err).NotTo(HaveOccurred())
@@ -353,7 +353,13 @@ func token(ns string, pod *corev1.Pod) client.Client {
 	Expect(err).NotTo(HaveOccurred())
 	cfg := rest.AnonymousClientConfig(adminConfig)
 	cfg.BearerToken = tr.Status.Token
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
+	return cfg
+}
+
+// token returns a client authenticated like tokenConfig.
+func token(ns string, pod *corev1.Pod) client.Client {
+	GinkgoHelper()
+	c, err := client.New(tokenConfig(ns, pod), client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 	return c
 }
