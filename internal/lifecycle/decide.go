@@ -673,7 +673,7 @@ func (p *pass) startDeadline() (time.Time, bool) {
 	if !p.podValid || !p.hasF || p.lim.startTimeout <= 0 || p.f.Created.IsZero() {
 		return time.Time{}, false
 	}
-	if ph := p.in.Pod.Phase; ph != PodPending && !(ph == PodAbsent && !p.in.Pod.Created) {
+	if ph := p.in.Pod.Phase; ph != PodPending && (ph != PodAbsent || p.in.Pod.Created) {
 		return time.Time{}, false
 	}
 	return p.f.Created.Add(p.lim.startTimeout), true

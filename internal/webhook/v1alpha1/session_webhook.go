@@ -124,34 +124,51 @@ func (v *SessionValidator) ValidateDelete(_ context.Context, _ *v1.Session) (adm
 }
 
 func (v *SessionValidator) validate(ctx context.Context, old, s *v1.Session) error {
-	var errs field.ErrorList
-	spec := field.NewPath("spec")
-	if old != nil && old.Spec.Mode != "" && s.Spec.Mode == "" {
-		errs = append(errs, field.Required(spec.Child("mode"),
-			"cannot be removed once set; switch to the mode you want (with a modeChangeReason) instead"))
-	}
-	if old != nil && old.Spec.Mode == s.Spec.Mode &&
-		old.Annotations[v1.AnnotationModeChange] != s.Annotations[v1.AnnotationModeChange] {
-		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1.AnnotationModeChange),
-			"is stamped by the admission webhook on a mode switch and cannot be written directly"))
-	}
-	if old != nil && s.DeletionTimestamp == nil && old.Spec.PolicyRef != s.Spec.PolicyRef && (old.Status.ActiveRun != "" || old.Status.QueuedCount > 0) {
-		errs = append(errs, field.Forbidden(spec.Child("policyRef"), "cannot change while the session has active or queued runs"))
-	}
-
+	errs := transitionErrors(old, s)
 	p := &v1.RuntimePolicy{}
 	err := v.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}, p)
 	switch {
 	case apierrors.IsNotFound(err):
 		if s.DeletionTimestamp == nil {
-			errs = append(errs, field.Invalid(spec.Child("policyRef", "name"), s.Spec.PolicyRef.Name,
+			errs = append(errs, field.Invalid(field.NewPath("spec", "policyRef", "name"), s.Spec.PolicyRef.Name,
 				"RuntimePolicy does not exist in this namespace; create the policy first"))
 		}
 		return invalid("Session", s.Name, errs)
 	case err != nil:
 		return apierrors.NewInternalError(fmt.Errorf("reading RuntimePolicy %q: %w", s.Spec.PolicyRef.Name, err))
 	}
+	errs = append(errs, modeErrors(old, s, p)...)
+	errs = append(errs, queueErrors(s, p)...)
+	return invalid("Session", s.Name, errs)
+}
 
+// transitionErrors checks what an update may change: the mode stamp is the
+// webhook's, the mode cannot be removed, the policy cannot change under runs.
+func transitionErrors(old, s *v1.Session) field.ErrorList {
+	if old == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if old.Spec.Mode != "" && s.Spec.Mode == "" {
+		errs = append(errs, field.Required(spec.Child("mode"),
+			"cannot be removed once set; switch to the mode you want (with a modeChangeReason) instead"))
+	}
+	if old.Spec.Mode == s.Spec.Mode && old.Annotations[v1.AnnotationModeChange] != s.Annotations[v1.AnnotationModeChange] {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1.AnnotationModeChange),
+			"is stamped by the admission webhook on a mode switch and cannot be written directly"))
+	}
+	if s.DeletionTimestamp == nil && old.Spec.PolicyRef != s.Spec.PolicyRef && (old.Status.ActiveRun != "" || old.Status.QueuedCount > 0) {
+		errs = append(errs, field.Forbidden(spec.Child("policyRef"), "cannot change while the session has active or queued runs"))
+	}
+	return errs
+}
+
+// modeErrors keeps the mode within the policy's ceiling and requires a reason
+// for a switch.
+func modeErrors(old, s *v1.Session, p *v1.RuntimePolicy) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
 	ceiling := p.Spec.MaxMode
 	if ceiling == "" {
 		ceiling = v1.ModeEdit
@@ -165,20 +182,31 @@ func (v *SessionValidator) validate(ctx context.Context, old, s *v1.Session) err
 	if old != nil && old.Spec.Mode != s.Spec.Mode && s.Spec.ModeChangeReason == "" {
 		errs = append(errs, field.Required(spec.Child("modeChangeReason"), "a permission-mode switch requires a reason"))
 	}
+	return errs
+}
+
+// queueErrors keeps the session's queue overrides within the policy's bounds.
+func queueErrors(s *v1.Session, p *v1.RuntimePolicy) field.ErrorList {
+	var errs field.ErrorList
+	path := field.NewPath("spec", "queue")
 	q := p.Spec.Queue
 	if l := s.Spec.Queue.Limit; l != nil && q.MaxLimit > 0 && *l > q.MaxLimit {
-		errs = append(errs, field.Invalid(spec.Child("queue", "limit"), *l,
+		errs = append(errs, field.Invalid(path.Child("limit"), *l,
 			fmt.Sprintf("must not exceed the policy's queue.maxLimit (%d)", q.MaxLimit)))
 	}
-	if t := s.Spec.Queue.Timeout; t != nil && t.Duration <= 0 && q.MaxTimeout != nil && q.MaxTimeout.Duration > 0 {
-		errs = append(errs, field.Invalid(spec.Child("queue", "timeout"), t.Duration.String(),
-			fmt.Sprintf("must be positive: the policy bounds queue timeouts by queue.maxTimeout (%s), and 0 would mean none", q.MaxTimeout.Duration)))
+	t := s.Spec.Queue.Timeout
+	if t == nil || q.MaxTimeout == nil || q.MaxTimeout.Duration <= 0 {
+		return errs
 	}
-	if t := s.Spec.Queue.Timeout; t != nil && q.MaxTimeout != nil && q.MaxTimeout.Duration > 0 && t.Duration > q.MaxTimeout.Duration {
-		errs = append(errs, field.Invalid(spec.Child("queue", "timeout"), t.Duration.String(),
+	switch {
+	case t.Duration <= 0:
+		errs = append(errs, field.Invalid(path.Child("timeout"), t.Duration.String(),
+			fmt.Sprintf("must be positive: the policy bounds queue timeouts by queue.maxTimeout (%s), and 0 would mean none", q.MaxTimeout.Duration)))
+	case t.Duration > q.MaxTimeout.Duration:
+		errs = append(errs, field.Invalid(path.Child("timeout"), t.Duration.String(),
 			fmt.Sprintf("must not exceed the policy's queue.maxTimeout (%s)", q.MaxTimeout.Duration)))
 	}
-	return invalid("Session", s.Name, errs)
+	return errs
 }
 
 // invalid wraps field errors in the API's Invalid status, or returns nil.
