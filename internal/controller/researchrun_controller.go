@@ -135,8 +135,11 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if g.waiting != "" {
-		// The session or its policy does not exist (yet): nothing to decide.
+	if g.waiting != "" && run.Spec.Stop == "" {
+		// The session or its policy does not exist (yet) or is not valid:
+		// nothing to decide. A stop request is still decided (it ends a run
+		// that never started), so a waiting run never blocks its session's
+		// deletion.
 		return ctrl.Result{RequeueAfter: 5 * time.Second}, r.patchStatus(ctx, run, waitingStatus(run, g.waiting))
 	}
 
@@ -176,7 +179,7 @@ type gathered struct {
 }
 
 func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun) (*gathered, error) {
-	g := &gathered{attempts: map[int32]*v1.RunAttempt{}}
+	g := &gathered{attempts: map[int32]*v1.RunAttempt{}, pod: lifecycle.PodObservation{Phase: lifecycle.PodAbsent}}
 
 	g.session = &v1.Session{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, g.session); err != nil {
@@ -233,7 +236,6 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun)
 	}
 	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
 
-	g.pod = lifecycle.PodObservation{Phase: lifecycle.PodAbsent}
 	if g.current > 0 {
 		obs, pod, err := r.observePod(ctx, run, g.current, g.attempts[g.current])
 		if err != nil {
@@ -418,12 +420,18 @@ func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32
 		}
 	}
 	if cur == nil && g.policy != nil {
-		// The policy snapshot is taken once, when the attempt starts.
+		// The policy snapshot is taken once, when the attempt starts. A
+		// replacement attempt started while the policy is being re-resolved
+		// or is invalid inherits its predecessor's snapshot: an agent never
+		// gets an empty or unresolved chain.
 		spec.Policy = v1.PolicySnapshot{
 			Name:          g.policy.Name,
 			ResolvedChain: g.policy.Status.ResolvedChain,
 			Tools:         g.policy.Spec.Tools,
 			AutoApprove:   g.policy.Spec.AutoApprove,
+		}
+		if prev := g.attempts[n-1]; prev != nil && policyNotReady(g.policy) != "" {
+			spec.Policy = *prev.Spec.Policy.DeepCopy()
 		}
 		if spec.Mode == "" {
 			spec.Mode = g.policy.Spec.DefaultMode

@@ -152,6 +152,14 @@ var _ = Describe("Sessions", func() {
 		}, timeout, interval).Should(BeTrue(), "the finalizer lets the session go once its runs ended")
 	})
 
+	It("ends a run that waits for a missing session when it is cancelled", func() {
+		w.session = "not-yet"
+		w.run("orphan", nil)
+		Eventually(func() string { return w.get("orphan").Status.Message }, timeout, interval).Should(ContainSubstring(`waiting for Session "not-yet"`))
+		w.stopRun("orphan", v1.StopCancel)
+		w.eventually("orphan", v1.PhaseTerminated, v1.ReasonCancelled)
+	})
+
 	It("tells the running attempt at once when the session's mode changes", func() {
 		w.run("moded", nil)
 		w.start("moded", 1)

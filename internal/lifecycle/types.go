@@ -38,9 +38,10 @@ const (
 	PodFailed PodPhase = "Failed"
 )
 
-// stopped reports whether a pod in this phase runs nothing any more.
+// stopped reports whether a pod in this phase runs nothing any more. The
+// zero value is taken as absent.
 func (p PodPhase) stopped() bool {
-	return p == PodAbsent || p == PodSucceeded || p == PodFailed
+	return p == PodAbsent || p == "" || p == PodSucceeded || p == PodFailed
 }
 
 // PodObservation is what the reconciler saw of the current attempt's pod.
