@@ -83,11 +83,13 @@ verify: manifests generate ## Regenerate everything, fail on drift; go vet; gola
 
 .PHONY: test-e2e
 test-e2e: envtest-assets ## Run the e2e suite: the local stack with real operator and agent processes.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test -tags=e2e ./test/e2e/ -v -timeout 30m
+	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test -tags=e2e -count=1 ./test/e2e/ -v -timeout 30m
 
 .PHONY: dev
 dev: envtest-assets ## Run agentrun end to end on the embedded local stack (no cluster, no Docker).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go run ./cmd/agentrun-dev $(DEV_ARGS)
+	@echo "==> go build -o bin/agentrun-dev ./cmd/agentrun-dev"
+	@go build -o bin/agentrun-dev ./cmd/agentrun-dev
+	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" exec bin/agentrun-dev $(DEV_ARGS)
 
 .PHONY: bench
 bench: ## Benchmark agentrun beside the Kubernetes Job controller on one local control plane.

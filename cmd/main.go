@@ -70,10 +70,14 @@ func main() {
 	var secureMetrics bool
 	var enableHTTP2 bool
 	var tlsOpts []func(*tls.Config)
+	var leaderElectionNamespace, webhookHost string
 	var workers int
 	var qps float64
 	var burst int
 	flag.IntVar(&workers, "run-workers", 4, "Concurrent ResearchRun reconciles.")
+	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
+		"Namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster).")
+	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to (default: all interfaces).")
 	flag.Float64Var(&qps, "kube-api-qps", 50, "Client-side QPS limit for requests to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 100, "Client-side burst for requests to the API server.")
 	flag.StringVar(&metricsAddr, "metrics-bind-address", "0", "The address the metrics endpoint binds to. "+
@@ -122,6 +126,7 @@ func main() {
 	webhookTLSOpts := tlsOpts
 	webhookServerOptions := webhook.Options{
 		TLSOpts: webhookTLSOpts,
+		Host:    webhookHost,
 		Port:    webhookPort,
 	}
 
@@ -179,11 +184,12 @@ func main() {
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "agentrun"})},
 		}},
-		Metrics:                metricsServerOptions,
-		WebhookServer:          webhookServer,
-		HealthProbeBindAddress: probeAddr,
-		LeaderElection:         enableLeaderElection,
-		LeaderElectionID:       "agentrun.agentrun.dev",
+		Metrics:                 metricsServerOptions,
+		WebhookServer:           webhookServer,
+		HealthProbeBindAddress:  probeAddr,
+		LeaderElection:          enableLeaderElection,
+		LeaderElectionID:        "agentrun.agentrun.dev",
+		LeaderElectionNamespace: leaderElectionNamespace,
 		// The leader steps down on SIGTERM so a replacement takes over at once.
 		LeaderElectionReleaseOnCancel: true,
 		// LeaderElectionReleaseOnCancel defines if the leader should step down voluntarily

@@ -473,7 +473,20 @@ func (p *pass) policyViolation() bool {
 	if !p.hasF {
 		return false
 	}
+	// The limit is the larger of the attempt's current grant and the working
+	// allowance it may have been given before: a grant lowered on entering
+	// Finalizing reaches the agent a moment later, and what it spent under
+	// the earlier grant in that moment is not a violation.
 	u, g := p.f.Status.Usage, p.f.Grant
+	startedWorking := p.st.FinalizingTime == nil || p.f.Created.Before(p.st.FinalizingTime.Time)
+	if w := p.runningGrant(); startedWorking {
+		g.ModelRequests = max(g.ModelRequests, w.ModelRequests)
+		g.ToolCalls = max(g.ToolCalls, w.ToolCalls)
+		if g.Tokens != nil && w.Tokens != nil {
+			t := max(*g.Tokens, *w.Tokens)
+			g.Tokens = &t
+		}
+	}
 	above := func(what string, used, granted int64) bool {
 		if used <= granted {
 			return false

@@ -411,6 +411,32 @@ func decideCases() map[string]decideCase {
 				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping}, Conditions: []string{readyStop}},
 			message: "attempt 1 reported 41 model requests, above its grant of 40",
 		},
+		"violation: none for what was spent under the working grant before a lowered finalize grant arrived": {
+			// A gate moved the run to Finalizing at 10 model requests with a
+			// 12-request finalize grant; the agent, still on its 40-request
+			// working grant, had already made 14. Not a violation: it is
+			// refused further work by the SDK once it reads the new grant.
+			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(14, 0), Steps: 3, LastProgressStep: 3})),
+				finalizingSince(v1alpha1.ReasonStepLimit, time.Minute, usage(12, 2)),
+				func(in *Input) {
+					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 12, ToolCalls: 2, FinalizeOnly: true}
+				}),
+			want: outcome{Rung: rungSteady, Phase: finalizing, Reason: v1alpha1.ReasonStepLimit, StatusAttempt: 1, Attempt: 1,
+				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 2, FinalizeOnly: true}, RequeueAfter: time.Minute,
+				Conditions: []string{finalizingFor(v1alpha1.ReasonStepLimit), "Ready=False/Finalizing"}},
+		},
+		"violation: a finalize-only attempt above its grant": {
+			in: with(runningAt(3*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 0)}), fact(2, v1alpha1.RunAttemptStatus{Usage: usage(5, 0)})),
+				finalizingSince(v1alpha1.ReasonRecoveryExhausted, 0, usage(2, 2)),
+				func(in *Input) {
+					in.Attempts[1].Created = at(time.Minute)
+					in.Attempts[1].Grant = v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}
+				}),
+			want: outcome{Rung: rungPolicyViolation, Phase: finalizing, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 2,
+				DeletePod: true, Superseded: []int32{1}, RequeueAfter: StopPollInterval, Events: []string{evStopping},
+				Conditions: []string{"Finalizing=False/Stopping", readyStop}},
+			message: "attempt 2 reported 5 model requests, above its grant of 2",
+		},
 		"violation: a counter went back": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 0), Steps: 5})), podIs(PodSucceeded),
 				func(in *Input) {

@@ -1,5 +1,4 @@
 //go:build e2e
-// +build e2e
 
 /*
 Copyright 2026.
@@ -17,103 +16,111 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
+// Package e2e drives agentrun end to end on the local stack
+// (internal/localnode/stack): real etcd and kube-apiserver, the operator
+// binary as its own process under its own identity with its webhooks and
+// admission policies, and attempt pods run by the local node as real agent
+// processes with pod-bound tokens and scripted models.
+//
+//	go test -tags=e2e ./test/e2e/ -v -timeout 30m     (make test-e2e)
+//
+// The stack's state and logs are kept in bin/e2e/ (wiped at the start):
+// logs/{operator,local-node,kube-apiserver,etcd}.log and pods/<pod>/<container>.log.
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"os"
-	"os/exec"
+	"path/filepath"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/agentrun-dev/agentrun/internal/localnode"
+	"github.com/agentrun-dev/agentrun/internal/localnode/stack"
 	"github.com/agentrun-dev/agentrun/test/utils"
 )
 
 var (
-	// managerImage is the manager image to be built and loaded for testing.
-	managerImage = "example.com/agentrun:v0.0.1"
-	// shouldCleanupCertManager tracks whether CertManager was installed by this suite.
-	shouldCleanupCertManager = false
+	ctx    context.Context
+	cancel context.CancelFunc
+	st     *stack.Stack
+	root   string
+	dir    string
+
+	// researchAgent is the built cmd/research-agent.
+	researchAgent string
+	miniAgent     string
 )
 
-// TestE2E runs the e2e test suite to validate the solution in an isolated environment.
-// The default setup requires Kind and CertManager.
-//
-// To enable kubectl kuberc (use custom kubectl configurations), set: KUBECTL_KUBERC=true
-// By default, kuberc is disabled to ensure consistent test behavior across different environments.
-// To skip CertManager installation, set: CERT_MANAGER_INSTALL_SKIP=true
+// Images the local node maps in this suite.
+const (
+	imageResearchAgent = "ghcr.io/agentrun-dev/research-agent:e2e"
+	imageMiniAgent     = "e2e.local/miniagent:latest"
+	imageShell         = "e2e.local/shell:latest"
+)
+
 func TestE2E(t *testing.T) {
 	RegisterFailHandler(Fail)
-	_, _ = fmt.Fprintf(GinkgoWriter, "Starting agentrun e2e test suite\n")
-	RunSpecs(t, "e2e suite")
+	RunSpecs(t, "agentrun e2e on the local stack")
 }
 
 var _ = BeforeSuite(func() {
-	By("building the manager image")
-	cmd := exec.Command("make", "docker-build", fmt.Sprintf("IMG=%s", managerImage))
-	_, err := utils.Run(cmd)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "Failed to build the manager image")
+	ctx, cancel = context.WithCancel(context.Background())
+	DeferCleanup(func() { cancel() })
+	root = utils.ProjectRoot()
+	dir = filepath.Join(root, "bin", "e2e")
+	Expect(os.MkdirAll(dir, 0o755)).To(Succeed())
+	out := GinkgoWriter
 
-	// TODO(user): If you want to change the e2e test vendor from Kind,
-	// ensure the image is built and available, then remove the following block.
-	By("loading the manager image on Kind")
-	err = utils.LoadImageToKindClusterWithName(managerImage)
-	ExpectWithOffset(1, err).NotTo(HaveOccurred(), "Failed to load the manager image into Kind")
+	By("building the toolchain, the operator and the agents")
+	assets, err := stack.Toolchain(ctx, root, out)
+	Expect(err).NotTo(HaveOccurred())
+	operator := filepath.Join(dir, "manager")
+	Expect(stack.GoBuild(ctx, root, "./cmd", operator, out)).To(Succeed())
+	miniAgent = filepath.Join(dir, "miniagent")
+	Expect(stack.GoBuild(ctx, root, "./test/e2e/testdata/miniagent", miniAgent, out)).To(Succeed())
+	researchAgent = filepath.Join(dir, "research-agent")
+	Expect(stack.GoBuild(ctx, root, "./cmd/research-agent", researchAgent, out)).To(Succeed())
 
-	configureKubectlKubeRC()
-	setupCertManager()
+	By("starting the local stack")
+	images := localnode.ImageMap{
+		{Match: "miniagent", Binary: miniAgent},
+		{Match: "e2e.local/shell", Binary: "/bin/sh"},
+		{Match: "research-agent", Binary: researchAgent},
+	}
+	start := time.Now()
+	st, err = stack.Start(ctx, stack.Options{
+		Root:           root,
+		Assets:         assets,
+		Dir:            dir,
+		OperatorBinary: operator,
+		Images:         images,
+		Out:            out,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		By("tearing the stack down; no process may be left behind")
+		pids := []int{st.Operator.Pid()}
+		for _, pid := range st.Node.Processes() {
+			pids = append(pids, pid)
+		}
+		st.Stop()
+		for _, pid := range pids {
+			if pid > 0 {
+				Expect(processAlive(pid)).To(BeFalse(), "process %d outlived the stack", pid)
+			}
+		}
+	})
+	_, _ = fmt.Fprintf(GinkgoWriter, "stack up in %s; state and logs in %s\n", time.Since(start).Round(time.Millisecond), dir)
 })
 
-var _ = AfterSuite(func() {
-	teardownCertManager()
+// ReportAfterEach points at the logs when a spec fails.
+var _ = ReportAfterEach(func(r SpecReport) {
+	if r.Failed() {
+		_, _ = fmt.Fprintf(GinkgoWriter, "spec failed; logs in %s/logs and %s/pods\n", dir, dir)
+	}
 })
-
-// Disable kubectl kuberc by default for test isolation.
-// This prevents local kubectl configurations from affecting test behavior.
-// To enable kuberc, set: KUBECTL_KUBERC=true
-func configureKubectlKubeRC() {
-	if os.Getenv("KUBECTL_KUBERC") != "true" {
-		By("disabling kubectl kuberc for test isolation")
-		err := os.Setenv("KUBECTL_KUBERC", "false")
-		ExpectWithOffset(1, err).NotTo(HaveOccurred(), "Failed to disable kubectl kuberc")
-		_, _ = fmt.Fprintf(GinkgoWriter,
-			"kubectl kuberc disabled for consistent test behavior (override with KUBECTL_KUBERC=true)\n")
-	} else {
-		_, _ = fmt.Fprintf(GinkgoWriter, "kubectl kuberc enabled (KUBECTL_KUBERC=true)\n")
-	}
-}
-
-// setupCertManager installs CertManager if needed for webhook tests.
-// Skips installation if CERT_MANAGER_INSTALL_SKIP=true or if already present.
-func setupCertManager() {
-	if os.Getenv("CERT_MANAGER_INSTALL_SKIP") == "true" {
-		_, _ = fmt.Fprintf(GinkgoWriter, "Skipping CertManager installation (CERT_MANAGER_INSTALL_SKIP=true)\n")
-		return
-	}
-
-	By("checking if CertManager is already installed")
-	if utils.IsCertManagerCRDsInstalled() {
-		_, _ = fmt.Fprintf(GinkgoWriter, "CertManager is already installed. Skipping installation.\n")
-		return
-	}
-
-	// Mark for cleanup before installation to handle interruptions and partial installs.
-	shouldCleanupCertManager = true
-
-	By("installing CertManager")
-	Expect(utils.InstallCertManager()).To(Succeed(), "Failed to install CertManager")
-}
-
-// teardownCertManager uninstalls CertManager if it was installed by setupCertManager.
-// This ensures we only remove what we installed.
-func teardownCertManager() {
-	if !shouldCleanupCertManager {
-		_, _ = fmt.Fprintf(GinkgoWriter, "Skipping CertManager cleanup (not installed by this suite)\n")
-		return
-	}
-
-	By("uninstalling CertManager")
-	utils.UninstallCertManager()
-}
