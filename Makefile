@@ -92,9 +92,8 @@ dev: envtest-assets ## Run agentrun end to end on the embedded local stack (no c
 	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" exec bin/agentrun-dev $(DEV_ARGS)
 
 .PHONY: bench
-bench: ## Benchmark agentrun beside the Kubernetes Job controller on one local control plane.
-	WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION) >/dev/null
-	go run ./test/bench $(BENCH_ARGS)
+bench: ## Benchmark agentrun against the Kubernetes Job controller, each on its own fresh local control plane.
+	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go run ./test/bench $(BENCH_ARGS)
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint linter
