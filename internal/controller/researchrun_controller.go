@@ -55,7 +55,7 @@ var errClaimLost = errors.New("another run claimed the session first")
 
 // conflictRetry is how soon a pass that lost an optimistic-concurrency race
 // runs again, from fresh cache contents.
-const conflictRetry = 100 * time.Millisecond
+const conflictRetry = 10 * time.Millisecond
 
 // requeueOnConflict turns a conflict (someone wrote the object since the cache
 // showed it) into a quiet, quick retry; other errors go to the rate limiter.

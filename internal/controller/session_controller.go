@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -29,9 +30,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -255,6 +258,40 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1.Session, r
 	return client.IgnoreNotFound(r.Patch(ctx, next, client.MergeFrom(session)))
 }
 
+// sessionRecountDelay coalesces the recounts a session's runs cause: every
+// phase change of a run would otherwise cost its session a status write.
+// Nothing waits on the counts (runs claim and release the session
+// themselves), so they may trail by this much.
+const sessionRecountDelay = 500 * time.Millisecond
+
+// coalescedSessionOfRun enqueues a run's session after delay; the work queue
+// folds every event of that window into one reconcile.
+func coalescedSessionOfRun(delay time.Duration) handler.EventHandler {
+	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		run, ok := o.(*v1.ResearchRun)
+		if !ok {
+			return
+		}
+		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}}, delay)
+	}
+	return handler.Funcs{
+		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, okOld := e.ObjectOld.(*v1.ResearchRun)
+			run, okNew := e.ObjectNew.(*v1.ResearchRun)
+			if okOld && okNew && old.Status.Phase == run.Status.Phase && old.DeletionTimestamp.Equal(run.DeletionTimestamp) {
+				return // only phases and deletion change what a session counts
+			}
+			add(e.ObjectNew, q)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			add(e.Object, q)
+		},
+	}
+}
+
 // SetupWithManager sets up the controller with the Manager.
 func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
@@ -262,9 +299,7 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.Session{}).
-		Watches(&v1.ResearchRun{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: o.(*v1.ResearchRun).Spec.SessionRef.Name}}}
-		})).
+		Watches(&v1.ResearchRun{}, coalescedSessionOfRun(sessionRecountDelay)).
 		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			list := &v1.SessionList{}
 			if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{policyRefIndex: o.GetName()}); err != nil {

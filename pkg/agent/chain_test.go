@@ -160,8 +160,14 @@ func TestChainAllowPostureContinuesCountsAndBuffers(t *testing.T) {
 
 	// The audit store comes back: the next flush tick resends the record.
 	auditDown.Store(false)
-	e.clock.Step(agent.DefaultFlushInterval)
-	e.g.Eventually(func() int { return a.Buffered("audit") }, wait, poll).Should(Equal(0))
+	// Step the clock until the flush loop's tick resends it (the loop may
+	// not have armed its timer yet when the first step happens).
+	e.g.Eventually(func() int {
+		if a.Buffered("audit") > 0 {
+			e.clock.Step(agent.DefaultFlushInterval)
+		}
+		return a.Buffered("audit")
+	}, wait, poll).Should(Equal(0))
 	v, ok := audited.Load("call-1")
 	e.g.Expect(ok).To(BeTrue())
 	e.g.Expect(v).To(Equal("page https://example.org"))
