@@ -605,8 +605,8 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1.RunAttempt{}, r.facts.wrap()).
-		Watches(&corev1.Pod{}, r.facts.wrap()).
+		Watches(&v1.RunAttempt{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
+		Watches(&corev1.Pod{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
 		Watches(&v1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
 		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
@@ -629,4 +629,27 @@ var sessionChanged = predicate.Funcs{
 			o.Status.Runs != n.Status.Runs ||
 			o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
 	},
+}
+
+// factsChanged passes the events that carry facts: a RunAttempt's or pod's
+// status changing, and deletions. The operator's own creates and spec patches
+// carry none, and would only cost a reconcile that decides nothing new.
+var factsChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) {
+			return true
+		}
+		switch n := e.ObjectNew.(type) {
+		case *v1.RunAttempt:
+			o, ok := e.ObjectOld.(*v1.RunAttempt)
+			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
+		case *corev1.Pod:
+			o, ok := e.ObjectOld.(*corev1.Pod)
+			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
+		}
+		return true
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return true },
 }

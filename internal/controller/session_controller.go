@@ -32,11 +32,13 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -258,6 +260,13 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1.Session, r
 	return client.IgnoreNotFound(r.Patch(ctx, next, client.MergeFrom(session)))
 }
 
+// deletionChanged passes updates that set the deletion timestamp.
+var deletionChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp())
+	},
+}
+
 // sessionRecountDelay coalesces the recounts a session's runs cause: every
 // phase change of a run would otherwise cost its session a status write.
 // Nothing waits on the counts (runs claim and release the session
@@ -298,7 +307,10 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.Recorder = mgr.GetEventRecorder("session-controller")
 	}
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.Session{}).
+		// Its own status writes and the runs' claims need no recount of their
+		// own: run events (coalesced) bring those.
+		For(&v1.Session{}, builder.WithPredicates(predicate.Or[client.Object](
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionChanged))).
 		Watches(&v1.ResearchRun{}, coalescedSessionOfRun(sessionRecountDelay)).
 		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			list := &v1.SessionList{}
