@@ -385,3 +385,22 @@ func podDone(ns, name string) *corev1.Pod {
 	}, timeout, interval).Should(Succeed())
 	return pod
 }
+
+// factsSettled waits until attempt n's reported work (steps, usage, calls in
+// flight) reads the same twice in a row, a flush interval apart.
+func (w *world) factsSettled(run string, n int) {
+	GinkgoHelper()
+	type work struct {
+		steps    int64
+		usage    v1.Usage
+		inFlight int
+	}
+	var last *work
+	Eventually(func() bool {
+		s := w.attempt(run, n).Status
+		cur := &work{steps: s.Steps, usage: s.Usage, inFlight: len(s.InFlight)}
+		same := last != nil && *last == *cur
+		last = cur
+		return same
+	}, timeout, 500*time.Millisecond).Should(BeTrue(), "the facts of %s-%d kept changing", run, n)
+}

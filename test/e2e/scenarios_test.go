@@ -339,7 +339,7 @@ var _ = Describe("Research runs with the reference agent", func() {
 		// Attempt 1 freezes before its third turn (after plan and two
 		// notes): kill it there, with nothing in flight.
 		Eventually(func() int64 { return w.attempt("killed", 1).Status.Steps }, timeout, interval).Should(BeNumerically(">=", 3))
-		time.Sleep(time.Second)
+		w.factsSettled("killed", 1)
 		Expect(w.attempt("killed", 1).Status.InFlight).To(BeEmpty())
 		w.kill("killed", 1)
 
@@ -376,9 +376,9 @@ var _ = Describe("Research runs with the reference agent", func() {
 		w.script("script", scriptApproval)
 		w.run("cancelled", imageResearchAgent, agentArgs("script"), nil)
 		w.awaiting("cancelled", 1)
-		// The agent is blocked on the approval and makes no requests; let its
-		// last facts flush, then cancel.
-		time.Sleep(1500 * time.Millisecond)
+		// The agent is blocked on the approval and makes no requests; wait
+		// until its last facts are flushed, then cancel.
+		w.factsSettled("cancelled", 1)
 		before := w.attempt("cancelled", 1).Status.Usage
 		w.stopRun("cancelled", v1.StopCancel)
 
