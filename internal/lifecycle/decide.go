@@ -478,7 +478,10 @@ func (p *pass) policyViolation() bool {
 	// Finalizing reaches the agent a moment later, and what it spent under
 	// the earlier grant in that moment is not a violation.
 	u, g := p.f.Status.Usage, p.f.Grant
-	startedWorking := p.st.FinalizingTime == nil || p.f.Created.Before(p.st.FinalizingTime.Time)
+	// An attempt started working unless it was started finalize-only, which
+	// only ever replaces a failed attempt (so never attempt 1) when Finalizing
+	// begins. Times have one-second resolution, hence the attempt-1 case.
+	startedWorking := p.st.FinalizingTime == nil || p.f.Created.Before(p.st.FinalizingTime.Time) || p.cur == 1
 	if w := p.runningGrant(); startedWorking {
 		g.ModelRequests = max(g.ModelRequests, w.ModelRequests)
 		g.ToolCalls = max(g.ToolCalls, w.ToolCalls)
