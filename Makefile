@@ -62,8 +62,9 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets ## Run unit and envtest suites (builds the envtest toolchain on first use).
+test: manifests generate fmt vet envtest-assets ## Run unit, envtest and e2e suites (builds the envtest toolchain on first use).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
+	$(MAKE) --no-print-directory test-e2e
 
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 60s).
