@@ -135,14 +135,6 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	if g.waiting != "" && run.Spec.Stop == "" {
-		// The session or its policy does not exist (yet) or is not valid:
-		// nothing to decide. A stop request is still decided (it ends a run
-		// that never started), so a waiting run never blocks its session's
-		// deletion.
-		return ctrl.Result{RequeueAfter: 5 * time.Second}, r.patchStatus(ctx, run, waitingStatus(run, g.waiting))
-	}
-
 	now := r.Clock.Now()
 	in := lifecycle.Input{
 		Now:        now,
@@ -154,6 +146,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		Pod:        g.pod,
 		Queue:      g.queue,
 		StopCause:  run.Annotations[AnnotationStopCause],
+		Blocked:    g.waiting,
 	}
 	d := lifecycle.Decide(in)
 	log.V(1).Info("Decided", "phase", d.Status.Phase, "reason", d.Status.Reason, "attempt", d.Attempt,
@@ -175,7 +168,8 @@ type gathered struct {
 	pod      lifecycle.PodObservation
 	podObj   *corev1.Pod
 	queue    lifecycle.QueueView
-	waiting  string
+	// waiting says why the run cannot start yet (lifecycle Input.Blocked).
+	waiting string
 }
 
 func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun) (*gathered, error) {
@@ -389,14 +383,6 @@ func policyNotReady(p *v1.RuntimePolicy) string {
 		return fmt.Sprintf("RuntimePolicy %q is not valid, so no attempt starts: %s", p.Name, c.Message)
 	}
 	return ""
-}
-
-func waitingStatus(run *v1.ResearchRun, msg string) v1.ResearchRunStatus {
-	s := *run.Status.DeepCopy()
-	s.Phase = v1.PhasePending
-	s.Message = msg
-	s.ObservedGeneration = run.Generation
-	return s
 }
 
 // attemptSpec is the spec an attempt should carry for decision d.

@@ -61,6 +61,7 @@ var ladder = []rule{
 	{"Terminated", (*pass).terminated},           // absorbing: nothing changes
 	{"Stopping", (*pass).stoppingLatch},          // an earlier pass decided to end: wait for the pod
 	{"Cancel", (*pass).cancel},                   // spec.stop: Cancel
+	{"Blocked", (*pass).blocked},                 // Pending: its session or policy is not there or not ready
 	{"Queue", (*pass).queue},                     // Pending/Queued: wait, QueueFull, QueueTimeout, or start
 	{"HardDeadline", (*pass).hardDeadline},       // deadline + finalizationGrace, any active phase
 	{"AttemptFailed", (*pass).attemptFailed},     // unsafe, finalizing, gate, recover, exhausted
@@ -323,6 +324,22 @@ func (p *pass) cancelCause() string {
 		return "cancelled because " + p.in.StopCause
 	}
 	return "cancelled (spec.stop: Cancel)"
+}
+
+// BlockedPollInterval is how often a blocked run looks again (its referents'
+// events also wake it).
+const BlockedPollInterval = 5 * time.Second
+
+// blocked: a run that has not started stays Pending while its session or
+// policy is missing or not ready; nothing is started or ended for it.
+func (p *pass) blocked() bool {
+	if p.in.Blocked == "" || (p.st.Phase != "" && p.st.Phase != v1alpha1.PhasePending) {
+		return false
+	}
+	p.st.Phase = v1alpha1.PhasePending
+	p.st.Message = p.in.Blocked
+	p.requeueIn(BlockedPollInterval)
+	return true
 }
 
 // queue: a run that does not hold its session waits in its queue, unless the

@@ -178,6 +178,23 @@ func decideCases() map[string]decideCase {
 			message: "3 of 5 blocks published",
 		},
 
+		// Blocked: the session or policy is missing or not ready.
+		"blocked: stays Pending with the reason, looks again": {
+			in: with(fresh(pending), func(in *Input) { in.Blocked = `waiting for Session "s1"` }),
+			want: outcome{Rung: rungBlocked, Phase: pending, RequeueAfter: BlockedPollInterval,
+				Conditions: []string{"Ready=False/Pending"}},
+			message: `waiting for Session "s1"`,
+		},
+		"blocked: a stop request still ends it": {
+			in: with(fresh(pending), func(in *Input) {
+				in.Blocked = `waiting for Session "s1"`
+				in.Spec.Stop = v1alpha1.StopCancel
+			}),
+			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
+				Events: []string{"Warning/Terminated"}, Conditions: []string{"Ready=False/Cancelled", "Stalled=True/Cancelled", "Succeeded=False/Cancelled"}},
+			message: "cancelled (spec.stop: Cancel) before it started",
+		},
+
 		// Rung 4: Queue.
 		"queue: waits in line, requeued at the timeout": {
 			in: with(fresh(pending), queue(2, 3, 10*time.Minute)),

@@ -38,6 +38,9 @@ limitations under the License.
 //  3. Cancel: spec.stop Cancel → grant zero, delete the pod, Terminated/
 //     Cancelled once it stopped; never Finalizing. A run that never started
 //     ends at once (also for spec.stop Finalize: nothing to finalize).
+//     Then Blocked (Pending): the session or policy is missing, or the
+//     policy is not resolved and valid (Input.Blocked) → stays Pending with
+//     that message; nothing starts. Below Cancel, so a stop still ends it.
 //  4. Queue (Pending/Queued): beyond the queue limit → QueueFull; waited past
 //     the timeout → QueueTimeout; else Queued. The session holder becomes
 //     Running (startTime, attempt 1) and the ladder goes on from rule 5.

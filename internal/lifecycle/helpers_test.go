@@ -49,6 +49,7 @@ const (
 	rungTerminated      = "Terminated"
 	rungStopping        = "Stopping"
 	rungCancel          = "Cancel"
+	rungBlocked         = "Blocked"
 	rungQueue           = "Queue"
 	rungHardDeadline    = "HardDeadline"
 	rungAttemptFailed   = "AttemptFailed"

@@ -108,6 +108,10 @@ type Input struct {
 	// Queue is the run's place in its session's queue; only read while the
 	// run is Pending or Queued.
 	Queue QueueView
+	// Blocked says why a run that has not started cannot start yet: its
+	// Session or RuntimePolicy does not exist, or the policy is not resolved
+	// and valid. Only read while the run is Pending.
+	Blocked string
 	// StopCause says why spec.stop was set when the operator set it on the
 	// user's behalf (e.g. "session s was deleted"); it leads the message.
 	StopCause string
