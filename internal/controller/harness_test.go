@@ -20,7 +20,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -312,5 +311,3 @@ func (w *world) podGone(run string, n int) bool {
 	err := k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName(run, n)}, &corev1.Pod{})
 	return apierrors.IsNotFound(err)
 }
-
-var _ = time.Second

@@ -25,8 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -318,6 +316,3 @@ var _ = Describe("The termination owner", func() {
 		Expect(w.get("third").Status.Phase).To(Equal(v1.PhaseQueued))
 	})
 })
-
-var _ = ptr.To[int]
-var _ client.Object = (*v1.ResearchRun)(nil)

@@ -22,7 +22,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
@@ -178,5 +177,3 @@ var _ = Describe("Sessions", func() {
 			ContainElement(HaveField("ActionID", "publish-1")))
 	})
 })
-
-var _ = corev1.PodRunning

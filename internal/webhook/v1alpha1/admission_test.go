@@ -17,7 +17,6 @@ limitations under the License.
 package v1alpha1
 
 import (
-	"encoding/json"
 	"fmt"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -460,8 +459,6 @@ var _ = Describe("Authority over state", func() {
 		}
 	})
 })
-
-var _ = json.Marshal
 
 func envtestUser(name string) envtest.User {
 	return envtest.User{Name: name, Groups: []string{"system:serviceaccounts", "system:authenticated"}}

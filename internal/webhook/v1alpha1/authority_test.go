@@ -33,8 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
-
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 // rbacMatrix is every (group, resource) × verb the golden test asks about.
@@ -169,5 +167,3 @@ var _ = Describe("Webhook outage", Serial, func() {
 			"writes agentrun does not guard are unaffected")
 	})
 })
-
-var _ v1.Phase
