@@ -97,6 +97,11 @@ type PolicySnapshot struct {
 	// +listType=atomic
 	// +optional
 	AutoApprove []string `json:"autoApprove,omitempty"`
+	// models the gateway serves to this attempt (Secret references, never keys).
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	Models []Model `json:"models,omitempty"`
 }
 
 // RunAttemptSpec is written only by the operator: everything the agent needs,

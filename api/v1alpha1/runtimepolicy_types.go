@@ -153,8 +153,59 @@ type RunLimits struct {
 	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
 }
 
+// SecretKeyRef names one key of a Secret in the policy's namespace.
+type SecretKeyRef struct {
+	// name of the Secret.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Name string `json:"name"`
+	// key in the Secret's data.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Key string `json:"key"`
+}
+
+// Model is an upstream model the gateway serves to attempts under a name.
+// Agents never see the provider's key: only the gateway reads the Secret.
+type Model struct {
+	// name is what agents ask for (the "model" of a chat completion).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._:/-]*$`
+	// +required
+	Name string `json:"name"`
+	// baseURL of the OpenAI-compatible provider, e.g. https://api.openai.com/v1;
+	// the gateway appends /chat/completions.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))",message="baseURL must be an http or https URL"
+	// +required
+	BaseURL string `json:"baseURL"`
+	// upstreamModel is the provider's model id, when it differs from name.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	UpstreamModel string `json:"upstreamModel,omitempty"`
+	// apiKeySecretRef is the provider key, sent as a bearer token upstream.
+	// +optional
+	APIKeySecretRef *SecretKeyRef `json:"apiKeySecretRef,omitempty"`
+	// degradedModel names another model of this policy that the gateway serves
+	// instead while the attempt carries a Degrade directive.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	DegradedModel string `json:"degradedModel,omitempty"`
+	// maxTokens is the default and largest max_tokens of one request: the
+	// gateway sets it when a request asks for none or for more, and reserves
+	// it against the token grant before dispatch.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+}
+
 // RuntimePolicySpec is what a platform team allows: the interceptor chain, the
 // tool catalogue with risk, the permission-mode ceiling, queue defaults and caps.
+// +kubebuilder:validation:XValidation:rule="!has(self.models) || self.models.all(m, !has(m.degradedModel) || (m.degradedModel != m.name && self.models.exists(o, o.name == m.degradedModel)))",message="spec.models[].degradedModel must name another model of spec.models"
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultMode) || !has(self.maxMode) || self.maxMode == 'Full' || (self.maxMode == 'Auto' && self.defaultMode != 'Full') || (self.maxMode == 'Edit' && self.defaultMode in ['ReadOnly', 'Plan', 'Edit']) || (self.maxMode == 'Plan' && self.defaultMode in ['ReadOnly', 'Plan']) || self.defaultMode == 'ReadOnly'",message="spec.defaultMode must not be above spec.maxMode"
 type RuntimePolicySpec struct {
 	// interceptors is the chain in registration order. The resolved order
@@ -176,6 +227,13 @@ type RuntimePolicySpec struct {
 	// +listType=set
 	// +optional
 	AutoApprove []string `json:"autoApprove,omitempty"`
+	// models are the upstream models the gateway serves to attempts under
+	// this policy; a request for any other model is refused.
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Models []Model `json:"models,omitempty"`
 	// maxMode is the permission-mode ceiling for sessions under this policy.
 	// +kubebuilder:default=Edit
 	// +optional

@@ -18,7 +18,10 @@ limitations under the License.
 // (plan → tool calls → notes → publish sections → settle) on the agent SDK
 // (pkg/agent), with a scripted provider for tests and demos and an
 // OpenAI-compatible provider for real use. The logic lives in
-// pkg/agent/research, so tests run it in-process.
+// pkg/agent/research, so tests run it in-process. It reaches models and
+// reports facts only through agentrun-gateway ($AGENTRUN_GATEWAY_URL, with the
+// projected token in $AGENTRUN_TOKEN_FILE); it holds no API-server token and
+// no provider key.
 package main
 
 import (
@@ -47,20 +50,19 @@ func main() {
 
 func run(args []string) int {
 	fs := flag.NewFlagSet("research-agent", flag.ContinueOnError)
-	cfg := research.Config{Agent: agent.ConfigFromEnv(), APIKey: os.Getenv(research.EnvOpenAIAPIKey), Exit: os.Exit}
+	cfg := research.Config{Agent: agent.ConfigFromEnv(), Exit: os.Exit}
 	cfg.Agent.BindFlags(fs)
 	var allow, metricsAddr string
 	fs.StringVar(&cfg.ProviderName, "provider", research.ProviderScripted, "model provider: scripted or openai")
 	fs.StringVar(&cfg.ScriptPath, "script", "", "scripted provider: script file (docs/script-format.md)")
-	fs.StringVar(&cfg.ScriptConfigMap, "script-configmap", "",
-		"scripted provider: ConfigMap (in the attempt's namespace) holding the script")
-	fs.StringVar(&cfg.ScriptKey, "script-key", research.DefaultScriptKey,
-		"scripted provider: key of the script in --script-configmap")
-	fs.StringVar(&cfg.BaseURL, "base-url", "https://api.openai.com/v1",
-		"openai provider: API root (…/chat/completions is appended)")
-	fs.StringVar(&cfg.Model, "model", "", "openai provider: model name")
-	fs.StringVar(&cfg.DegradedModel, "degraded-model", "",
-		"model used while a Degrade directive is in effect (default --model)")
+	fs.StringVar(&cfg.ScriptEnv, "script-env", research.EnvScript,
+		"scripted provider: environment variable holding the script when --script is not set "+
+			"(a pod sets it from a ConfigMap key with valueFrom.configMapKeyRef)")
+	fs.StringVar(&cfg.Model, "model", "",
+		"model to ask the gateway for: one of the policy's spec.models (default scripted for the scripted provider); "+
+			"the gateway swaps in the policy's degradedModel under a Degrade directive")
+	var ignored time.Duration
+	fs.DurationVar(&ignored, "flush-interval", 0, "deprecated and ignored: the gateway coalesces fact writes (its --flush-interval)")
 	fs.StringVar(&allow, "http-allow", "",
 		"comma-separated hosts http.get may fetch (host, host:port, *.domain); empty allows none")
 	fs.StringVar(&cfg.NotesPath, "notes-file", "", "append notes to this file (JSON lines); default in memory only")

@@ -415,6 +415,7 @@ func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32
 			ResolvedChain: g.policy.Status.ResolvedChain,
 			Tools:         g.policy.Spec.Tools,
 			AutoApprove:   g.policy.Spec.AutoApprove,
+			Models:        g.policy.Spec.Models,
 		}
 		if prev := g.attempts[n-1]; prev != nil && policyNotReady(g.policy) != "" {
 			spec.Policy = *prev.Spec.Policy.DeepCopy()

@@ -20,26 +20,23 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
 // Tool is a tool implementation the agent registers. Its risk, effect and
 // idempotency are not the agent's to declare: they come from the policy's
-// tool catalogue (spec.policy.tools), and a tool missing from the catalogue
-// is refused.
+// tool catalogue, and the gateway refuses a tool missing from it.
 type Tool struct {
 	// Name as the catalogue and the model call it, e.g. "http.get".
 	Name string
@@ -47,20 +44,23 @@ type Tool struct {
 	Description string
 	// Parameters is the JSON schema of the arguments, shown to the model.
 	Parameters map[string]any
-	// Output marks a publication tool (e.g. report.publish): output work,
-	// the only work allowed while the run is Finalizing.
+	// Output marks a publication tool (report.publish): the only kind of
+	// tool the gateway admits while the run is Finalizing.
 	Output bool
-	// Run performs the call. The SDK has checked the grant, the permission
-	// matrix and approvals, run the Pre and Around interceptors and, for a
+	// Run performs the call. The gateway has checked the grant, the
+	// permission matrix and approvals, counted the call and, for a
 	// side-effecting tool, persisted the write-ahead record before Run is
-	// called. Returning a FaultError (see Failure) names the fault's kind.
+	// called; the Pre and Around interceptors have run. Returning a
+	// FaultError (see Failure) names the fault's kind.
 	Run func(ctx context.Context, call *Call) (string, error)
 }
 
-// Agent is the SDK's handle on one attempt: it reads and watches the
-// attempt's RunAttempt, enforces its grant, permission mode, approvals and
-// phase, runs the policy's interceptor chain around every model request and
-// tool call, and reports facts to the RunAttempt status.
+// Agent is the SDK's handle on one attempt, a client of the gateway: it
+// follows the attempt's view (grant, phase, mode, directives, approvals),
+// reports the facts only the agent knows (steps, finish, checkpoint, advice,
+// faults), reports every tool call before and after it runs, publishes
+// through the gateway, and runs the policy's interceptor chain around model
+// requests and tool calls.
 //
 // Create it with New, register interceptors and tools, then Start. All
 // methods are safe for concurrent use.
@@ -69,8 +69,6 @@ type Agent struct {
 	log     logr.Logger
 	clock   clock.WithTickerAndDelayedExecution
 	metrics *metrics
-	key     types.NamespacedName
-	c       client.Client
 
 	// Registrations, fixed once Start is called.
 	interceptors map[string]Interceptor
@@ -79,28 +77,14 @@ type Agent struct {
 	chain        []link
 	outbox       outbox
 
-	mu        sync.Mutex
-	started   bool
-	closed    bool
-	aborted   bool
-	deleted   bool
-	obj       *v1alpha1.RunAttempt // latest metadata and spec; status is never read back
-	facts     facts
-	reserved  v1alpha1.Usage // admitted calls not yet dispatched
-	callSeq   int64
-	seq       uint64 // version of the local facts
-	persisted uint64 // latest version durably written
-	dirty     bool
-	armed     bool
-	lastErr   error
-	wake      chan struct{} // closed and replaced on every change waiters may care about
-
-	flushTimer clock.Timer
-	hbTimer    clock.Timer
-	hbInterval time.Duration
-	hbDue      atomic.Bool
-	due        chan struct{}
-	kick       chan struct{}
+	mu       sync.Mutex
+	started  bool
+	closed   bool
+	aborted  bool
+	view     gatewayapi.Attempt
+	haveView bool
+	callSeq  int64
+	wake     chan struct{}
 
 	finalizing       chan struct{}
 	finalizingClosed bool
@@ -114,30 +98,28 @@ type Agent struct {
 	closeOnce sync.Once
 }
 
-// New returns an agent for the RunAttempt cfg names. It does not contact the
-// API server; Start does.
+// New returns an agent for the gateway cfg names. It does not contact the
+// gateway; Start does.
 func New(cfg Config) (*Agent, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("agent: %w", err)
 	}
-	cfg = cfg.withDefaults()
-	a := &Agent{
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{
 		cfg:          cfg,
-		log:          cfg.Log.WithValues("runattempt", cfg.Namespace+"/"+cfg.RunAttempt),
+		log:          cfg.Log,
 		clock:        cfg.Clock,
 		metrics:      newMetrics(cfg.Registry),
-		key:          types.NamespacedName{Namespace: cfg.Namespace, Name: cfg.RunAttempt},
 		interceptors: map[string]Interceptor{},
 		tools:        map[string]Tool{},
 		outbox:       outbox{limit: cfg.BufferSize},
 		wake:         make(chan struct{}),
-		due:          make(chan struct{}, 1),
-		kick:         make(chan struct{}, 1),
 		finalizing:   make(chan struct{}),
 		directives:   make(chan []v1alpha1.Directive, 1),
-		hbInterval:   DefaultHeartbeatInterval,
-	}
-	return a, nil
+	}, nil
 }
 
 // Register registers the implementation of the interceptor the policy's
@@ -181,8 +163,8 @@ func (a *Agent) RegisterTool(t Tool) error {
 }
 
 // OnDirectives registers a callback called with the current directives
-// whenever spec.directives changes (Degrade, Compress). It runs on the SDK's
-// goroutine and must not block. Register before Start.
+// whenever they change (Degrade, Compress). It runs on the SDK's goroutine
+// and must not block. Register before Start.
 func (a *Agent) OnDirectives(fn func([]v1alpha1.Directive)) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -190,15 +172,13 @@ func (a *Agent) OnDirectives(fn func([]v1alpha1.Directive)) {
 }
 
 // Tools returns the registered tools that the policy's catalogue lists, for
-// offering to a model.
+// offering to a model, sorted by name.
 func (a *Agent) Tools() []Tool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var out []Tool
 	for _, t := range a.tools {
-		if a.obj == nil || slices.ContainsFunc(a.obj.Spec.Policy.Tools, func(c v1alpha1.Tool) bool {
-			return c.Name == t.Name
-		}) {
+		if !a.haveView || slices.ContainsFunc(a.view.Tools, func(c v1alpha1.Tool) bool { return c.Name == t.Name }) {
 			out = append(out, t)
 		}
 	}
@@ -214,14 +194,20 @@ func (a *Agent) Tools() []Tool {
 	return out
 }
 
-// Start reads the RunAttempt, checks that every interceptor of the policy's
-// resolved chain is registered (else it records an escalated fault and
-// refuses to start), writes a first heartbeat, and starts watching the
-// RunAttempt and writing facts.
+// maxNotAnAttempt is how many times Start asks again while the gateway says
+// the pod is not (yet) an attempt's: the operator records the pod's UID on
+// the RunAttempt a moment after the pod starts, and the gateway waits for it
+// on each request.
+const maxNotAnAttempt = 4
+
+// Start reads the attempt's view from the gateway, checks that every
+// interceptor of the policy's resolved chain is registered (else it reports
+// an escalated fault and refuses to start), and starts following the view
+// and sending heartbeats.
 //
 // The returned context is the attempt's: it is cancelled when the run is
-// Terminated, the attempt is superseded or its RunAttempt deleted (see
-// Stopped and context.Cause), or when ctx is. Use it for the agent loop.
+// Terminated or the attempt superseded (see Stopped and context.Cause), or
+// when ctx is. Use it for the agent loop.
 func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 	a.mu.Lock()
 	if a.started {
@@ -231,143 +217,84 @@ func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 	a.started = true
 	a.mu.Unlock()
 
-	c, err := a.cfg.NewClient()
+	var view gatewayapi.Attempt
+	var err error
+	for try := 1; ; try++ {
+		err = a.call(ctx, http.MethodGet, "/self", nil, &view)
+		var ge *GatewayError
+		if err == nil || !errors.As(err, &ge) || ge.Code != gatewayapi.CodeNotAnAttempt || try >= maxNotAnAttempt {
+			break
+		}
+		a.log.Info("Waiting for the operator to record this pod on its RunAttempt", "message", ge.Message)
+	}
 	if err != nil {
 		a.markClosed()
-		return nil, err
+		return nil, fmt.Errorf("agent: read the attempt from the gateway at %s: %w", a.cfg.GatewayURL, err)
 	}
-	a.c = c
-	obj := &v1alpha1.RunAttempt{}
-	if err := c.Get(ctx, a.key, obj); err != nil {
-		a.markClosed()
-		return nil, fmt.Errorf("agent: read RunAttempt %s: %w", a.key, err)
-	}
-	if err := a.awaitPod(ctx, obj); err != nil {
-		a.markClosed()
-		return nil, err
-	}
-	a.mu.Lock()
-	a.facts.seed(obj.Status)
-	a.callSeq = obj.Status.Usage.ModelRequests + obj.Status.Usage.ToolCalls
-	a.mu.Unlock()
-	a.applySpec(obj)
+	a.log = a.log.WithValues("runattempt", view.Namespace+"/"+view.RunAttempt)
+	a.applyView(view)
 
-	links, err := resolveChain(obj.Spec.Policy.Name, obj.Spec.Policy.ResolvedChain, a.interceptors)
+	links, err := resolveChain(view.Policy, view.Chain, a.interceptors)
 	if err != nil {
 		// Say why before refusing: the operator sees an escalated fault
 		// instead of a silent crash loop.
-		a.recordFault(v1alpha1.FaultScopeAgent, "UnregisteredInterceptor", false, true, err.Error())
-		if werr := a.writeOnce(ctx); werr != nil {
-			a.log.Error(werr, "Could not report the refusal to start")
+		if ferr := a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
+			Scope: v1alpha1.FaultScopeAgent, Kind: "UnregisteredInterceptor", Escalate: true, Message: truncate(err.Error(), 512),
+		}, nil); ferr != nil {
+			a.log.Error(ferr, "Could not report the refusal to start")
 		}
-		a.stopBackground()
 		a.markClosed()
 		return nil, err
 	}
 	a.chain = links
-
-	// The first write is a heartbeat; it also proves the agent may write
-	// its RunAttempt's status before any work is done.
-	a.mu.Lock()
-	a.dirty = true
-	a.mu.Unlock()
-	if err := a.writeOnce(ctx); err != nil {
-		a.stopBackground()
-		a.markClosed()
-		return nil, fmt.Errorf("agent: first status write of RunAttempt %s: %w", a.key, err)
-	}
 
 	runCtx, cancelRun := context.WithCancelCause(ctx)
 	bg, bgCancel := context.WithCancel(context.WithoutCancel(ctx))
 	a.mu.Lock()
 	a.runCtx, a.cancelRun, a.bgCancel = runCtx, cancelRun, bgCancel
 	a.mu.Unlock()
-	a.wg.Add(2)
-	go a.writeLoop(bg)
+	a.wg.Add(3)
 	go a.watchLoop(bg)
+	go a.heartbeatLoop(bg)
+	go a.resendLoop(bg)
 
-	// The spec read may already say stop.
-	a.mu.Lock()
-	spec := a.obj.Spec
-	a.mu.Unlock()
-	if cause := stopCause(spec); cause != nil {
+	if cause := stopCause(view); cause != nil {
 		cancelRun(cause)
 	}
-	a.log.Info("Started agent", "run", spec.RunName, "attempt", spec.Attempt, "mode", spec.Mode,
-		"chain", len(links), "phase", spec.RunPhase)
+	a.log.Info("Started agent", "run", view.Run, "attempt", view.Attempt, "mode", view.Mode,
+		"chain", len(links), "phase", view.Phase)
 	return runCtx, nil
 }
 
-// awaitPod waits until the operator recorded this pod as the attempt's
-// (spec.podUID), when the agent knows its pod's UID.
-func (a *Agent) awaitPod(ctx context.Context, obj *v1alpha1.RunAttempt) error {
-	if a.cfg.PodUID == "" {
-		return nil
-	}
-	for obj.Spec.PodUID == "" {
-		a.log.Info("Waiting for the operator to record this pod on the RunAttempt", "podUID", a.cfg.PodUID)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("agent: RunAttempt %s names no pod yet: %w", a.key, context.Cause(ctx))
-		case <-a.clock.After(a.cfg.PollInterval):
-		}
-		if err := a.c.Get(ctx, a.key, obj); err != nil {
-			return fmt.Errorf("agent: read RunAttempt %s: %w", a.key, err)
-		}
-	}
-	if obj.Spec.PodUID != a.cfg.PodUID {
-		return fmt.Errorf("agent: RunAttempt %s belongs to pod %s, not to this pod (%s); refusing to start",
-			a.key, obj.Spec.PodUID, a.cfg.PodUID)
-	}
-	return nil
-}
-
-// Close resends what buffered interceptors still hold, writes the last facts
-// and stops the agent's background work. ctx bounds the final write (while
-// the API server is unreachable Close waits rather than drop facts). Close
-// is idempotent; after Abort it does nothing.
+// Close resends what buffered interceptors still hold and stops the agent's
+// background work. Facts are already with the gateway, which writes them.
+// Close is idempotent; after Abort it does nothing.
 func (a *Agent) Close(ctx context.Context) error {
-	var err error
 	a.closeOnce.Do(func() {
 		a.mu.Lock()
-		started, aborted, deleted := a.started && a.runCtx != nil, a.aborted, a.deleted
+		started, aborted := a.started && a.runCtx != nil, a.aborted
 		a.mu.Unlock()
 		if !started || aborted {
 			a.markClosed()
 			return
 		}
 		a.resend(ctx)
-		if !deleted {
-			a.mu.Lock()
-			target := a.seq
-			need := a.persisted < target || a.dirty
-			if need {
-				a.kickLocked()
-			}
-			a.mu.Unlock()
-			if need {
-				err = a.waitPersisted(ctx, target)
-			}
-		}
 		a.stopBackground()
 		a.cancelRun(ErrClosed)
 		a.markClosed()
 		a.wg.Wait()
 	})
-	return err
+	return nil
 }
 
-// Abort stops the agent at once, as a crash would: no further status writes
-// (facts not yet written are lost, like a killed process's). For tests and
-// fault injection.
+// Abort stops the agent at once, as a crash would: no more heartbeats, no
+// more requests. For tests and fault injection.
 func (a *Agent) Abort() {
 	a.mu.Lock()
 	a.aborted = true
-	a.mu.Unlock()
-	a.stopBackground()
-	a.mu.Lock()
 	cancel := a.cancelRun
 	a.mu.Unlock()
+	a.stopBackground()
 	if cancel != nil {
 		cancel(ErrClosed)
 	}
@@ -379,12 +306,6 @@ func (a *Agent) stopBackground() {
 	defer a.mu.Unlock()
 	if a.bgCancel != nil {
 		a.bgCancel()
-	}
-	if a.flushTimer != nil {
-		a.flushTimer.Stop()
-	}
-	if a.hbTimer != nil {
-		a.hbTimer.Stop()
 	}
 }
 
@@ -399,43 +320,22 @@ func (a *Agent) markClosed() {
 // agentrun_agent_interceptor_seconds{interceptor,outcome}.
 func (a *Agent) Metrics() *prometheus.Registry { return a.cfg.Registry }
 
-// Client returns the client the agent uses (after Start).
-func (a *Agent) Client() client.Client { return a.c }
-
-// Object returns a copy of the RunAttempt's metadata and spec as last seen.
-func (a *Agent) Object() *v1alpha1.RunAttempt {
+// Attempt returns the attempt's view as last seen.
+func (a *Agent) Attempt() gatewayapi.Attempt {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.obj == nil {
-		return nil
-	}
-	return a.obj.DeepCopy()
+	v := a.view
+	v.Directives = slices.Clone(v.Directives)
+	v.Approvals = slices.Clone(v.Approvals)
+	return v
 }
 
-// Spec returns a copy of the RunAttempt's spec as last seen.
-func (a *Agent) Spec() v1alpha1.RunAttemptSpec {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.obj == nil {
-		return v1alpha1.RunAttemptSpec{}
-	}
-	return *a.obj.Spec.DeepCopy()
-}
-
-// Status returns the facts as the agent holds them locally (the source of
-// truth of the RunAttempt status), without heartbeat.
-func (a *Agent) Status() v1alpha1.RunAttemptStatus {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.facts.render()
-}
-
-// Finalizing reports whether the run is Finalizing (spec.runPhase Finalizing
-// or grant.finalizeOnly): only output work, from the reserve.
+// Finalizing reports whether the run is Finalizing: only output work, from
+// the reserve.
 func (a *Agent) Finalizing() bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.obj != nil && isFinalizing(a.obj.Spec)
+	return a.haveView && a.view.Finalizing
 }
 
 // FinalizingStarted returns a channel closed when the run enters Finalizing.
@@ -445,10 +345,7 @@ func (a *Agent) FinalizingStarted() <-chan struct{} { return a.finalizing }
 func (a *Agent) Directives() []v1alpha1.Directive {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.obj == nil {
-		return nil
-	}
-	return slices.Clone(a.obj.Spec.Directives)
+	return slices.Clone(a.view.Directives)
 }
 
 // HasDirective reports whether directive t is currently in effect.
@@ -460,170 +357,122 @@ func (a *Agent) HasDirective(t v1alpha1.DirectiveType) bool {
 // each time they change (latest wins: a slow reader sees the newest set).
 func (a *Agent) DirectiveUpdates() <-chan []v1alpha1.Directive { return a.directives }
 
-// Step counts one step of the agent loop; progress says whether it made
-// progress (lastProgressStep). It returns the step number.
-func (a *Agent) Step(progress bool) int64 {
+// ApprovalFor returns the answer the run's approvals hold for actionID, if any.
+func (a *Agent) ApprovalFor(actionID string) (v1alpha1.Approval, bool) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.facts.steps++
-	if progress {
-		a.facts.lastProgressStep = a.facts.steps
+	for _, ap := range slices.Backward(a.view.Approvals) {
+		if ap.ActionID == actionID {
+			return ap, true
+		}
 	}
-	a.markLocked(false)
-	return a.facts.steps
+	return v1alpha1.Approval{}, false
+}
+
+// ---- Facts only the agent knows. ----
+
+// Step counts one step of the agent loop; progress says whether it made
+// progress (lastProgressStep). It returns the step number.
+func (a *Agent) Step(ctx context.Context, progress bool) (int64, error) {
+	var out gatewayapi.StepResponse
+	err := a.call(ctx, http.MethodPost, "/self/steps", gatewayapi.StepRequest{Progress: progress}, &out)
+	return out.Step, err
 }
 
 // RecordFault counts a local fault (it changes no phase).
-func (a *Agent) RecordFault(scope v1alpha1.FaultScope, kind string, retryable bool, message string) {
-	a.recordFault(scope, kind, retryable, false, message)
+func (a *Agent) RecordFault(ctx context.Context, scope v1alpha1.FaultScope, kind string, retryable bool, message string) error {
+	return a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
+		Scope: scope, Kind: kind, Retryable: retryable, Message: truncate(message, 512)}, nil)
 }
 
-// Escalate records a fault the agent cannot handle and writes it at once:
-// the operator then treats the attempt as failed. It returns when the fault
-// is persisted.
+// Escalate records a fault the agent cannot handle; it returns once the
+// gateway has persisted it. The operator then treats the attempt as failed.
 func (a *Agent) Escalate(ctx context.Context, scope v1alpha1.FaultScope, kind, message string) error {
-	a.mu.Lock()
-	a.facts.addFault(scope, kind, false, true, message)
-	a.markLocked(true)
-	target := a.seq
-	a.mu.Unlock()
-	return a.waitPersisted(ctx, target)
+	return a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
+		Scope: scope, Kind: kind, Escalate: true, Message: truncate(message, 512)}, nil)
 }
 
 // RecordAdvice counts a piece of advice (e.g. source "reviewer", kind
 // "Continue"). Advice is a fact for the record; it never blocks or extends a run.
-func (a *Agent) RecordAdvice(source, kind string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.facts.addAdvice(source, kind)
-	a.markLocked(false)
+func (a *Agent) RecordAdvice(ctx context.Context, source, kind string) error {
+	return a.call(ctx, http.MethodPost, "/self/advice", gatewayapi.AdviceRequest{Source: source, Kind: kind}, nil)
 }
 
 // ProposeFinish reports that the agent proposes to finish and returns once
-// that is persisted.
+// the gateway persisted it.
 func (a *Agent) ProposeFinish(ctx context.Context) error {
-	a.mu.Lock()
-	a.facts.finishProposed = true
-	a.markLocked(true)
-	target := a.seq
-	a.mu.Unlock()
-	return a.waitPersisted(ctx, target)
-}
-
-// SetPublication reports the publication's progress: blocks planned, blocks
-// durably committed, and where they are.
-func (a *Agent) SetPublication(planned, committed int32, location string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	p := &a.facts.publication
-	p.BlocksPlanned, p.BlocksCommitted = planned, committed
-	if location != "" {
-		p.Location = truncate(location, 512)
+	var v gatewayapi.Attempt
+	if err := a.call(ctx, http.MethodPost, "/self/finish", struct{}{}, &v); err != nil {
+		return err
 	}
-	a.markLocked(false)
-}
-
-// Settle persists the publication's settlement (what was durably delivered)
-// and returns once it is written. Settle is what lets a finalizing run end.
-func (a *Agent) Settle(ctx context.Context, settlement v1alpha1.Settlement) error {
-	a.mu.Lock()
-	a.facts.publication.Settlement = settlement
-	a.facts.publication.Settled = true
-	a.markLocked(true)
-	target := a.seq
-	a.mu.Unlock()
-	return a.waitPersisted(ctx, target)
-}
-
-// SetCheckpoint reports an opaque resume token (at most 4096 bytes).
-func (a *Agent) SetCheckpoint(checkpoint string) error {
-	if len(checkpoint) > MaxCheckpoint {
-		return fmt.Errorf("agent: checkpoint of %d bytes exceeds %d", len(checkpoint), MaxCheckpoint)
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.facts.checkpoint = checkpoint
-	a.markLocked(false)
+	a.applyView(v)
 	return nil
 }
 
-// Flush writes the facts recorded so far now and returns once they are
-// persisted (or ctx ends). While the API server is unreachable it keeps
-// waiting: facts are never dropped.
-func (a *Agent) Flush(ctx context.Context) error {
-	a.mu.Lock()
-	if !a.started || a.runCtx == nil {
-		a.mu.Unlock()
-		return ErrNotStarted
+// SetCheckpoint reports an opaque resume token (at most 4096 bytes).
+func (a *Agent) SetCheckpoint(ctx context.Context, checkpoint string) error {
+	if len(checkpoint) > MaxCheckpoint {
+		return fmt.Errorf("agent: checkpoint of %d bytes exceeds %d", len(checkpoint), MaxCheckpoint)
 	}
-	target := a.seq
-	if a.persisted >= target && !a.dirty {
-		a.mu.Unlock()
-		return nil
-	}
-	a.kickLocked()
-	a.mu.Unlock()
-	return a.waitPersisted(ctx, target)
+	return a.call(ctx, http.MethodPut, "/self/checkpoint", gatewayapi.CheckpointRequest{Checkpoint: checkpoint}, nil)
 }
 
-func (a *Agent) recordFault(scope v1alpha1.FaultScope, kind string, retryable, escalated bool, msg string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	a.facts.addFault(scope, kind, retryable, escalated, msg)
-	a.markLocked(escalated)
+// ---- Publication: the gateway writes the run's report. ----
+
+// Report returns the run's report as the gateway persisted it (a
+// replacement attempt takes over the plan and the published sections).
+func (a *Agent) Report(ctx context.Context) (gatewayapi.Report, error) {
+	var r gatewayapi.Report
+	err := a.call(ctx, http.MethodGet, "/self/report", nil, &r)
+	return r, err
 }
 
-// ---- Spec. ----
-
-func isFinalizing(spec v1alpha1.RunAttemptSpec) bool {
-	return spec.RunPhase == v1alpha1.PhaseFinalizing || spec.Grant.FinalizeOnly
+// PlanReport sets the report's planned sections; a plan an earlier attempt
+// persisted is kept and returned.
+func (a *Agent) PlanReport(ctx context.Context, sections []string) (gatewayapi.Report, error) {
+	var r gatewayapi.Report
+	err := a.call(ctx, http.MethodPut, "/self/report/plan", gatewayapi.ReportPlanRequest{Sections: sections}, &r)
+	return r, err
 }
 
-func stopCause(spec v1alpha1.RunAttemptSpec) error {
+// Publish publishes one section as the effect of call, an admitted
+// report.publish tool call whose arguments were this section and content.
+func (a *Agent) Publish(ctx context.Context, call *Call, section, content string) (gatewayapi.Report, error) {
+	var r gatewayapi.Report
+	err := a.call(ctx, http.MethodPost, "/self/report/sections",
+		gatewayapi.PublishRequest{CallID: call.ID, Section: section, Content: content}, &r)
+	return r, err
+}
+
+// Settle asks the gateway to settle the publication from what the report
+// holds (Complete, Partial or None) and returns the persisted settlement.
+// Settle is what lets a finalizing run end.
+func (a *Agent) Settle(ctx context.Context) (gatewayapi.SettleResponse, error) {
+	var s gatewayapi.SettleResponse
+	err := a.call(ctx, http.MethodPost, "/self/settle", struct{}{}, &s)
+	return s, err
+}
+
+// ---- The view. ----
+
+func stopCause(v gatewayapi.Attempt) error {
 	switch {
-	case spec.RunPhase == v1alpha1.PhaseTerminated:
+	case v.Phase == v1alpha1.PhaseTerminated:
 		return ErrTerminated
-	case spec.Superseded:
+	case v.Superseded:
 		return ErrSuperseded
 	}
 	return nil
 }
 
-func heartbeatInterval(spec v1alpha1.RunAttemptSpec) time.Duration {
-	if spec.HeartbeatInterval != nil && spec.HeartbeatInterval.Duration > 0 {
-		return spec.HeartbeatInterval.Duration
-	}
-	return DefaultHeartbeatInterval
-}
-
-// olderRV reports whether resource version rv is older than cur, when both
-// are the integers the API server uses in practice.
-func olderRV(rv, cur string) bool {
-	x, err1 := strconv.ParseUint(rv, 10, 64)
-	y, err2 := strconv.ParseUint(cur, 10, 64)
-	return err1 == nil && err2 == nil && x < y
-}
-
-// applySpec takes a newly read RunAttempt's metadata and spec: directives,
-// finalizing, approvals (waiters are woken), heartbeat interval, stop.
-func (a *Agent) applySpec(obj *v1alpha1.RunAttempt) {
+// applyView takes a view from the gateway: directives, finalizing,
+// approvals (waiters are woken), stop.
+func (a *Agent) applyView(v gatewayapi.Attempt) {
 	a.mu.Lock()
-	if a.obj != nil && olderRV(obj.ResourceVersion, a.obj.ResourceVersion) {
-		a.mu.Unlock()
-		return
-	}
-	prev := a.obj
-	a.obj = obj.DeepCopy()
-	a.obj.Status = v1alpha1.RunAttemptStatus{}
-	spec := a.obj.Spec
-	dirChanged := prev == nil || !equality.Semantic.DeepEqual(prev.Spec.Directives, spec.Directives)
-	if iv := heartbeatInterval(spec); iv != a.hbInterval {
-		a.hbInterval = iv
-		if a.hbTimer != nil {
-			a.resetHeartbeatLocked()
-		}
-	}
-	if isFinalizing(spec) && !a.finalizingClosed {
+	prev, had := a.view, a.haveView
+	a.view, a.haveView = v, true
+	dirChanged := !had || !equality.Semantic.DeepEqual(prev.Directives, v.Directives)
+	if v.Finalizing && !a.finalizingClosed {
 		a.finalizingClosed = true
 		close(a.finalizing)
 	}
@@ -635,7 +484,7 @@ func (a *Agent) applySpec(obj *v1alpha1.RunAttempt) {
 	if dirChanged {
 		a.deliverDirectives(callbacks)
 	}
-	if cause := stopCause(spec); cause != nil && cancel != nil {
+	if cause := stopCause(v); cause != nil && cancel != nil {
 		cancel(cause)
 	}
 }
@@ -657,18 +506,87 @@ func (a *Agent) deliverDirectives(callbacks []func([]v1alpha1.Directive)) {
 	}
 }
 
-func (a *Agent) markDeleted() {
-	a.mu.Lock()
-	a.deleted = true
-	a.broadcastLocked()
-	cancel := a.cancelRun
-	a.mu.Unlock()
-	if cancel != nil {
-		cancel(ErrRunAttemptDeleted)
+// watchLoop follows the attempt's view: the gateway's watch stream,
+// re-established after it ends, with a read to catch up.
+func (a *Agent) watchLoop(ctx context.Context) {
+	defer a.wg.Done()
+	for ctx.Err() == nil {
+		err := a.watch(ctx, a.applyView)
+		if errors.Is(err, ErrTerminated) || errors.Is(err, ErrSuperseded) {
+			a.stop(err)
+			return
+		}
+		if a.Attempt().Stopped() {
+			return
+		}
+		if err != nil && ctx.Err() == nil {
+			a.log.V(1).Info("Attempt watch ended; re-establishing", "error", err.Error())
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.clock.After(a.cfg.PollInterval):
+		}
+		var v gatewayapi.Attempt
+		if err := a.callOnce(ctx, http.MethodGet, "/self", nil, &v); err == nil {
+			a.applyView(v)
+		} else if errors.Is(err, ErrTerminated) || errors.Is(err, ErrSuperseded) {
+			a.stop(err)
+			return
+		}
 	}
 }
 
-// broadcastLocked wakes everyone waiting on a.wake.
+func (a *Agent) stop(cause error) {
+	a.mu.Lock()
+	cancel := a.cancelRun
+	a.mu.Unlock()
+	if cancel != nil {
+		if errors.Is(cause, ErrSuperseded) {
+			cancel(ErrSuperseded)
+		} else {
+			cancel(ErrTerminated)
+		}
+	}
+}
+
+// heartbeatLoop shows the gateway the agent is alive, twice per heartbeat
+// interval (any request counts too).
+func (a *Agent) heartbeatLoop(ctx context.Context) {
+	defer a.wg.Done()
+	for {
+		a.mu.Lock()
+		iv := time.Duration(a.view.HeartbeatSeconds) * time.Second
+		a.mu.Unlock()
+		if iv <= 0 {
+			iv = DefaultHeartbeatInterval
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.clock.After(max(iv/2, 500*time.Millisecond)):
+		}
+		if err := a.callOnce(ctx, http.MethodPost, "/self/heartbeat", nil, nil); err != nil && ctx.Err() == nil {
+			a.log.V(1).Info("Heartbeat failed", "error", err.Error())
+		}
+	}
+}
+
+// resendLoop resends buffered interceptors' outputs every poll interval.
+func (a *Agent) resendLoop(ctx context.Context) {
+	defer a.wg.Done()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.clock.After(a.cfg.PollInterval):
+		}
+		if a.outbox.total() > 0 {
+			a.resend(ctx)
+		}
+	}
+}
+
 func (a *Agent) broadcastLocked() {
 	close(a.wake)
 	a.wake = make(chan struct{})
@@ -691,4 +609,14 @@ func (a *Agent) usable(ctx context.Context) error {
 		return context.Cause(ctx)
 	}
 	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
+		n--
+	}
+	return s[:n]
 }

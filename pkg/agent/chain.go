@@ -326,7 +326,7 @@ func (a *Agent) interceptorFailed(l link, call *Call, outcome *Outcome, herr err
 			fmt.Sprintf("interceptor %q (onError %s) failed: %v", l.spec.Name, l.spec.OnError, herr))
 	}
 	a.log.Error(herr, "Interceptor failed; continuing (onError Allow)", "interceptor", l.spec.Name, "call", call.Name)
-	a.recordFault(v1alpha1.FaultScopeHook, "InterceptorError", true, false,
+	a.recordFault(v1alpha1.FaultScopeHook, "InterceptorError", true,
 		fmt.Sprintf("interceptor %q failed on %s: %v", l.spec.Name, call.Name, herr))
 	if l.spec.Buffered && l.spec.Phase != v1alpha1.InterceptorAround {
 		p := pending{link: l, call: call.clone()}
@@ -334,12 +334,11 @@ func (a *Agent) interceptorFailed(l link, call *Call, outcome *Outcome, herr err
 			p.outcome = *outcome
 		}
 		if a.outbox.add(p) {
-			a.recordFault(v1alpha1.FaultScopeHook, "BufferOverflow", false, false,
+			a.recordFault(v1alpha1.FaultScopeHook, "BufferOverflow", false,
 				fmt.Sprintf("interceptor %q's resend buffer is full (%d); its oldest output was dropped",
 					l.spec.Name, a.outbox.limit))
 		}
 		a.metrics.buffered.WithLabelValues(l.spec.Name).Set(float64(a.outbox.len(l.spec.Name)))
-		a.armFlush()
 	}
 	return nil
 }

@@ -17,89 +17,61 @@ limitations under the License.
 package agent
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/clock"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
-
-// EnvKubeconfig names a kubeconfig file for local runs (outside a pod). In a
-// pod the agent uses the in-cluster config and its service-account token.
-const EnvKubeconfig = "AGENTRUN_KUBECONFIG"
-
-// EnvPodUID is the pod's UID (downward API), which the operator sets on the
-// pod's env. Only a token bound to the pod whose UID is the RunAttempt's
-// spec.podUID may write its status, so the agent waits for spec.podUID.
-const EnvPodUID = "POD_UID"
 
 // Defaults of Config.
 const (
-	// DefaultFlushInterval is how often coalesced facts are written: at most
-	// one status write per interval (write-ahead records and other urgent
-	// facts are written at once).
-	DefaultFlushInterval = time.Second
-	// DefaultHeartbeatInterval is used when the RunAttempt sets none.
-	DefaultHeartbeatInterval = 10 * time.Second
-	// DefaultPollInterval is how often the RunAttempt is re-read when the
-	// client cannot watch, and the pause before a watch is re-established.
+	// DefaultPollInterval is the pause before the attempt watch is
+	// re-established after it ends.
 	DefaultPollInterval = 2 * time.Second
-	// DefaultMaxConflictRetries is how many times one write re-reads the
-	// RunAttempt and re-applies the local facts after a conflict before it
-	// waits for the next flush interval.
-	DefaultMaxConflictRetries = 10
+	// DefaultHeartbeatInterval is used until the gateway says otherwise.
+	DefaultHeartbeatInterval = 10 * time.Second
 	// DefaultBufferSize is how many failed outputs a buffered interceptor
 	// keeps for resending.
 	DefaultBufferSize = 256
+	// MaxCheckpoint is the longest checkpoint, in bytes.
+	MaxCheckpoint = 4096
 )
 
-// Config says where the agent's RunAttempt is and how to reach the API
-// server. The zero value plus ConfigFromEnv is what a pod needs.
+// Config says where the gateway is and how the agent proves who it is. The
+// zero value plus ConfigFromEnv is what an attempt pod needs: the operator
+// sets AGENTRUN_GATEWAY_URL, AGENTRUN_TOKEN_FILE (a projected
+// service-account token of audience agentrun-gateway) and
+// AGENTRUN_GATEWAY_CA_FILE on every container.
 type Config struct {
-	// Client talks to the API server. Optional: when nil one is built from
-	// RESTConfig, else from Kubeconfig, else from the in-cluster config. A
-	// client.WithWatch lets the agent watch its RunAttempt; any other client
-	// is polled every PollInterval. Its scheme must know the agentrun.dev
-	// types (see Scheme).
-	Client client.Client
-	// RESTConfig is used to build Client when Client is nil.
-	RESTConfig *rest.Config
-	// Kubeconfig is a kubeconfig path for local runs (env AGENTRUN_KUBECONFIG,
-	// flag --kubeconfig); used when Client and RESTConfig are nil.
-	Kubeconfig string
+	// GatewayURL is the gateway's base URL, e.g. https://agentrun-gateway.agentrun-system.svc:8443.
+	GatewayURL string
+	// TokenFile holds the bearer token; it is re-read on every request
+	// (the kubelet rotates it).
+	TokenFile string
+	// Token is a fixed bearer token, used when TokenFile is empty (tests).
+	Token string
+	// CAFile is a PEM bundle to trust for the gateway's certificate (in
+	// addition to the system roots).
+	CAFile string
+	// HTTPClient talks to the gateway (default: built from CAFile). Its
+	// timeout must not cut the attempt watch (a stream): leave it 0.
+	HTTPClient *http.Client
 
-	// Namespace of the RunAttempt (env AGENTRUN_NAMESPACE).
-	Namespace string
-	// RunAttempt is the RunAttempt's name (env AGENTRUN_RUNATTEMPT; when
-	// unset, <AGENTRUN_RUN>-<AGENTRUN_ATTEMPT>).
-	RunAttempt string
-	// PodUID is this pod's UID (env POD_UID). When set, Start waits until
-	// the operator has recorded it as the RunAttempt's spec.podUID (the
-	// API server admits status writes only from that pod) and refuses to
-	// start if the RunAttempt names another pod. Empty (local runs,
-	// in-process tests): no check.
-	PodUID string
-
-	// Clock is the only source of time (timers, heartbeats, stamps). Tests
-	// inject k8s.io/utils/clock/testing.FakeClock. Default: the real clock.
+	// Clock is the only source of time (timers, heartbeats). Default real.
 	Clock clock.WithTickerAndDelayedExecution
-	// FlushInterval is the coalescing interval of fact writes (default 1s).
-	FlushInterval time.Duration
 	// PollInterval: see DefaultPollInterval.
 	PollInterval time.Duration
-	// MaxConflictRetries: see DefaultMaxConflictRetries.
-	MaxConflictRetries int
 	// BufferSize bounds each buffered interceptor's resend buffer (default 256).
 	BufferSize int
 
@@ -110,48 +82,31 @@ type Config struct {
 	Registry *prometheus.Registry
 }
 
-// ConfigFromEnv returns a Config filled from the pod's environment:
-// AGENTRUN_NAMESPACE, AGENTRUN_RUNATTEMPT (or AGENTRUN_RUN and
-// AGENTRUN_ATTEMPT) and AGENTRUN_KUBECONFIG.
+// ConfigFromEnv returns a Config filled from the pod's environment.
 func ConfigFromEnv() Config {
-	c := Config{
-		Namespace:  os.Getenv(v1alpha1.EnvNamespace),
-		RunAttempt: os.Getenv(v1alpha1.EnvRunAttempt),
-		Kubeconfig: os.Getenv(EnvKubeconfig),
-		PodUID:     os.Getenv(EnvPodUID),
+	return Config{
+		GatewayURL: os.Getenv(gatewayapi.EnvGatewayURL),
+		TokenFile:  os.Getenv(gatewayapi.EnvTokenFile),
+		CAFile:     os.Getenv(gatewayapi.EnvCAFile),
 	}
-	if c.RunAttempt == "" {
-		if run, n := os.Getenv(v1alpha1.EnvRun), os.Getenv(v1alpha1.EnvAttempt); run != "" && n != "" {
-			c.RunAttempt = run + "-" + n
-		}
-	}
-	return c
 }
 
-// BindFlags registers --kubeconfig, --namespace, --runattempt and
-// --flush-interval on fs, with the current values (e.g. from ConfigFromEnv)
-// as defaults.
+// BindFlags registers --gateway-url, --token-file and --gateway-ca-file on
+// fs, with the current values (e.g. from ConfigFromEnv) as defaults.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig,
-		"kubeconfig file for local runs (default $"+EnvKubeconfig+"; in a pod the in-cluster config is used)")
-	fs.StringVar(&c.Namespace, "namespace", c.Namespace,
-		"namespace of the RunAttempt (default $"+v1alpha1.EnvNamespace+")")
-	fs.StringVar(&c.RunAttempt, "runattempt", c.RunAttempt, "name of the RunAttempt (default $"+v1alpha1.EnvRunAttempt+")")
-	fs.DurationVar(&c.FlushInterval, "flush-interval", c.FlushInterval, "coalescing interval of fact writes (default 1s)")
+	fs.StringVar(&c.GatewayURL, "gateway-url", c.GatewayURL, "the gateway's base URL (default $"+gatewayapi.EnvGatewayURL+")")
+	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile,
+		"file holding the gateway token (default $"+gatewayapi.EnvTokenFile+")")
+	fs.StringVar(&c.CAFile, "gateway-ca-file", c.CAFile,
+		"PEM bundle that signs the gateway's certificate (default $"+gatewayapi.EnvCAFile+")")
 }
 
-func (c Config) withDefaults() Config {
+func (c Config) withDefaults() (Config, error) {
 	if c.Clock == nil {
 		c.Clock = clock.RealClock{}
 	}
-	if c.FlushInterval <= 0 {
-		c.FlushInterval = DefaultFlushInterval
-	}
 	if c.PollInterval <= 0 {
 		c.PollInterval = DefaultPollInterval
-	}
-	if c.MaxConflictRetries <= 0 {
-		c.MaxConflictRetries = DefaultMaxConflictRetries
 	}
 	if c.BufferSize <= 0 {
 		c.BufferSize = DefaultBufferSize
@@ -162,62 +117,46 @@ func (c Config) withDefaults() Config {
 	if c.Registry == nil {
 		c.Registry = prometheus.NewRegistry()
 	}
-	return c
+	c.GatewayURL = strings.TrimSuffix(c.GatewayURL, "/")
+	if c.HTTPClient == nil {
+		hc, err := HTTPClient(c.CAFile)
+		if err != nil {
+			return c, err
+		}
+		c.HTTPClient = hc
+	}
+	return c, nil
 }
 
 func (c Config) validate() error {
 	var errs []error
-	if c.Namespace == "" {
-		errs = append(errs, fmt.Errorf("no namespace: set $%s or --namespace", v1alpha1.EnvNamespace))
+	if c.GatewayURL == "" {
+		errs = append(errs, fmt.Errorf("no gateway: set $%s or --gateway-url", gatewayapi.EnvGatewayURL))
 	}
-	if c.RunAttempt == "" {
-		errs = append(errs, fmt.Errorf("no RunAttempt name: set $%s or --runattempt", v1alpha1.EnvRunAttempt))
+	if c.TokenFile == "" && c.Token == "" {
+		errs = append(errs, fmt.Errorf("no token: set $%s or --token-file", gatewayapi.EnvTokenFile))
 	}
 	return errors.Join(errs...)
 }
 
-// Scheme returns a scheme with the Kubernetes built-in types and the
-// agentrun.dev types, for clients the agent uses.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	if err := v1alpha1.AddToScheme(s); err != nil {
-		panic(err)
-	}
-	return s
-}
-
-// RESTConfigOrDefault returns the REST config c describes: RESTConfig, else the
-// kubeconfig file, else the in-cluster config.
-func (c Config) RESTConfigOrDefault() (*rest.Config, error) {
-	switch {
-	case c.RESTConfig != nil:
-		return c.RESTConfig, nil
-	case c.Kubeconfig != "":
-		rc, err := clientcmd.BuildConfigFromFlags("", c.Kubeconfig)
+// HTTPClient returns an HTTP client that trusts the system roots and, when
+// caFile is set, the certificates in it.
+func HTTPClient(caFile string) (*http.Client, error) {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = 16
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
 		if err != nil {
-			return nil, fmt.Errorf("agent: kubeconfig %s: %w", c.Kubeconfig, err)
+			return nil, fmt.Errorf("agent: gateway CA %s: %w", caFile, err)
 		}
-		return rc, nil
+		pool, err := x509.SystemCertPool()
+		if err != nil || pool == nil {
+			pool = x509.NewCertPool()
+		}
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("agent: gateway CA %s holds no PEM certificate", caFile)
+		}
+		tr.TLSClientConfig = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
 	}
-	rc, err := rest.InClusterConfig()
-	if err != nil {
-		return nil, fmt.Errorf("agent: not in a pod and no kubeconfig given ($%s or --kubeconfig): %w", EnvKubeconfig, err)
-	}
-	return rc, nil
-}
-
-// NewClient returns the client c describes: Client, or a watching client
-// built from RESTConfigOrDefault with Scheme.
-func (c Config) NewClient() (client.Client, error) {
-	if c.Client != nil {
-		return c.Client, nil
-	}
-	rc, err := c.RESTConfigOrDefault()
-	if err != nil {
-		return nil, err
-	}
-	return client.NewWithWatch(rc, client.Options{Scheme: Scheme()})
+	return &http.Client{Transport: tr}, nil
 }

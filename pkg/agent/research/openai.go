@@ -17,86 +17,34 @@ limitations under the License.
 package research
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
-// maxResponseBytes bounds a provider response read into memory.
-const maxResponseBytes = 8 << 20
-
-// OpenAI is a provider for OpenAI-compatible chat-completions APIs with tool
-// calls (OpenAI, and the many servers that speak the same wire format). One
-// Complete is one HTTP request; retries are the research loop's, so each is
-// a model request counted against the grant.
+// OpenAI is the provider for real models: one chat completion through the
+// gateway's model door (the official openai-go client the SDK returns). The
+// gateway forwards it to the provider the policy names, with the provider's
+// key; the agent never holds one. Retries are the research loop's, so each
+// is a model request counted against the grant.
 type OpenAI struct {
-	// BaseURL is the API root, e.g. https://api.openai.com/v1; requests go
-	// to BaseURL + "/chat/completions".
-	BaseURL string
-	// APIKey is sent as a bearer token (a pod gets it from a Secret through
-	// env OPENAI_API_KEY).
-	APIKey string
-	// HTTPClient sends the requests (default: a client with a 2 minute timeout).
-	HTTPClient *http.Client
+	// Client is the SDK's OpenAI client (agent.Agent.OpenAI).
+	Client openai.Client
 }
 
-type oaRequest struct {
-	Model      string      `json:"model"`
-	Messages   []oaMessage `json:"messages"`
-	Tools      []oaTool    `json:"tools,omitempty"`
-	ToolChoice string      `json:"tool_choice,omitempty"`
-}
-
-type oaMessage struct {
-	Role       string       `json:"role"`
-	Content    *string      `json:"content"`
-	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
-	ToolCallID string       `json:"tool_call_id,omitempty"`
-}
-
-type oaToolCall struct {
-	ID       string `json:"id"`
-	Type     string `json:"type"`
-	Function struct {
-		Name      string `json:"name"`
-		Arguments string `json:"arguments"`
-	} `json:"function"`
-}
-
-type oaTool struct {
-	Type     string     `json:"type"`
-	Function oaFunction `json:"function"`
-}
-
-type oaFunction struct {
-	Name        string         `json:"name"`
-	Description string         `json:"description,omitempty"`
-	Parameters  map[string]any `json:"parameters,omitempty"`
-}
-
-type oaResponse struct {
-	Choices []struct {
-		Message      oaMessage `json:"message"`
-		FinishReason string    `json:"finish_reason"`
-	} `json:"choices"`
-	Usage struct {
-		PromptTokens     int64 `json:"prompt_tokens"`
-		CompletionTokens int64 `json:"completion_tokens"`
-		TotalTokens      int64 `json:"total_tokens"`
-	} `json:"usage"`
-}
-
-type oaError struct {
-	Error struct {
-		Message string `json:"message"`
-		Type    string `json:"type"`
-	} `json:"error"`
+// Complete sends req as one chat completion.
+func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
+	return chatCompletion(ctx, p.Client, req, nil)
 }
 
 // wireName maps a tool name to what function names may contain
@@ -114,97 +62,63 @@ func wireName(name string) string {
 	return truncateString(b.String(), 64)
 }
 
-// Complete sends req as one chat-completions request.
-func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
+// chatCompletion sends req with c; turn, when set, is the scripted upstream's
+// answer, carried in the request (the gateway forwards it untouched).
+func chatCompletion(ctx context.Context, c openai.Client, req Request, turn *upstream.Turn) (Response, error) {
 	names := map[string]string{} // wire name → tool name
-	body := oaRequest{Model: req.Model}
+	params := openai.ChatCompletionNewParams{Model: req.Model}
 	for _, t := range req.Tools {
 		w := wireName(t.Name)
 		names[w] = t.Name
-		params := t.Parameters
-		if params == nil {
-			params = map[string]any{schemaType: jsonObject}
+		ps := t.Parameters
+		if ps == nil {
+			ps = map[string]any{schemaType: jsonObject}
 		}
-		fn := oaFunction{Name: w, Description: t.Description, Parameters: params}
-		body.Tools = append(body.Tools, oaTool{Type: "function", Function: fn})
-	}
-	if len(body.Tools) > 0 {
-		body.ToolChoice = "auto"
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: w, Description: openai.String(t.Description), Parameters: shared.FunctionParameters(ps),
+		}))
 	}
 	for _, m := range req.Messages {
-		om := oaMessage{Role: m.Role, ToolCallID: m.ToolCallID}
-		if m.Content != "" || len(m.ToolCalls) == 0 {
-			content := m.Content
-			om.Content = &content
-		}
-		for _, tc := range m.ToolCalls {
-			args, err := json.Marshal(tc.Args)
-			if err != nil {
-				return Response{}, (&ProviderError{Kind: kindInvalidRequest, Message: err.Error()}).Fault()
+		switch m.Role {
+		case roleSystem:
+			params.Messages = append(params.Messages, openai.SystemMessage(m.Content))
+		case roleUser:
+			params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+		case roleTool:
+			params.Messages = append(params.Messages, openai.ToolMessage(m.Content, m.ToolCallID))
+		default:
+			am := openai.ChatCompletionAssistantMessageParam{}
+			if m.Content != "" || len(m.ToolCalls) == 0 {
+				am.Content.OfString = openai.String(m.Content)
 			}
-			otc := oaToolCall{ID: tc.ID, Type: "function"}
-			otc.Function.Name = wireName(tc.Name)
-			otc.Function.Arguments = string(args)
-			om.ToolCalls = append(om.ToolCalls, otc)
+			for _, tc := range m.ToolCalls {
+				args, err := json.Marshal(tc.Args)
+				if err != nil {
+					return Response{}, (&ProviderError{Kind: kindInvalidRequest, Message: err.Error()}).Fault()
+				}
+				am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID: tc.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
+							Name: wireName(tc.Name), Arguments: string(args)},
+					},
+				})
+			}
+			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
 		}
-		body.Messages = append(body.Messages, om)
 	}
-	payload, err := json.Marshal(body)
+	var opts []option.RequestOption
+	if turn != nil {
+		opts = append(opts, option.WithJSONSet(upstream.ScriptField, turn))
+	}
+	out, err := c.Chat.Completions.New(ctx, params, opts...)
 	if err != nil {
-		return Response{}, (&ProviderError{Kind: kindInvalidRequest, Message: err.Error()}).Fault()
-	}
-
-	endpoint := strings.TrimSuffix(p.BaseURL, "/") + "/chat/completions"
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(payload))
-	if err != nil {
-		return Response{}, (&ProviderError{Kind: kindInvalidRequest, Message: err.Error()}).Fault()
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	if p.APIKey != "" {
-		hreq.Header.Set("Authorization", "Bearer "+p.APIKey)
-	}
-	hc := p.HTTPClient
-	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Minute}
-	}
-	hresp, err := hc.Do(hreq)
-	if err != nil {
-		if ctx.Err() != nil {
-			return Response{}, context.Cause(ctx)
-		}
-		kind := kindUnavailable
-		if errors.Is(err, context.DeadlineExceeded) {
-			kind = "Timeout"
-		}
-		return Response{}, (&ProviderError{Kind: kind, Retryable: true, Message: err.Error()}).Fault()
-	}
-	defer func() { _ = hresp.Body.Close() }()
-	raw, err := io.ReadAll(io.LimitReader(hresp.Body, maxResponseBytes))
-	if err != nil {
-		return Response{}, (&ProviderError{Kind: kindUnavailable, Retryable: true, Status: hresp.StatusCode,
-			Message: err.Error()}).Fault()
-	}
-	if hresp.StatusCode/100 != 2 {
-		return Response{}, statusError(hresp, raw).Fault()
-	}
-
-	var out oaResponse
-	if err := json.Unmarshal(raw, &out); err != nil {
-		return Response{}, (&ProviderError{Kind: kindBadResponse, Retryable: true, Status: hresp.StatusCode,
-			Message: "response is not chat-completions JSON: " + err.Error()}).Fault()
+		return Response{}, err
 	}
 	if len(out.Choices) == 0 {
-		return Response{}, (&ProviderError{Kind: kindBadResponse, Retryable: true, Status: hresp.StatusCode,
-			Message: "response has no choices"}).Fault()
+		return Response{}, (&ProviderError{Kind: kindBadResponse, Retryable: true, Message: "response has no choices"}).Fault()
 	}
 	choice := out.Choices[0]
-	resp := Response{Tokens: out.Usage.TotalTokens}
-	if resp.Tokens == 0 {
-		resp.Tokens = out.Usage.PromptTokens + out.Usage.CompletionTokens
-	}
-	if choice.Message.Content != nil {
-		resp.Content = *choice.Message.Content
-	}
+	resp := Response{Content: choice.Message.Content, Tokens: out.Usage.TotalTokens}
 	for _, tc := range choice.Message.ToolCalls {
 		name := tc.Function.Name
 		if n, ok := names[name]; ok {
@@ -223,37 +137,18 @@ func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
 	return resp, nil
 }
 
-// statusError classifies a non-2xx answer.
-func statusError(hresp *http.Response, raw []byte) *ProviderError {
-	e := &ProviderError{Status: hresp.StatusCode}
-	var body oaError
-	if json.Unmarshal(raw, &body) == nil && body.Error.Message != "" {
-		e.Message = body.Error.Message
-	} else {
-		e.Message = truncateString(strings.TrimSpace(string(raw)), 256)
+// retryAfter is the pause a provider asked for (Retry-After), if any.
+func retryAfter(err error) time.Duration {
+	var oe *openai.Error
+	if !errors.As(err, &oe) || oe.Response == nil {
+		return 0
 	}
-	switch code := hresp.StatusCode; {
-	case code == http.StatusTooManyRequests:
-		e.Kind, e.Retryable = "RateLimited", true
-	case code == http.StatusRequestTimeout:
-		e.Kind, e.Retryable = "Timeout", true
-	case code == http.StatusServiceUnavailable, code == http.StatusBadGateway, code == http.StatusGatewayTimeout:
-		e.Kind, e.Retryable = kindUnavailable, true
-	case code >= 500:
-		e.Kind, e.Retryable = "ServerError", true
-	case code == http.StatusUnauthorized, code == http.StatusForbidden:
-		e.Kind = "Unauthorized"
-	case code == http.StatusNotFound:
-		e.Kind = "NotFound"
-	case code == http.StatusRequestEntityTooLarge:
-		e.Kind = "ContextTooLong"
-	default:
-		e.Kind = kindInvalidRequest
+	ra := oe.Response.Header.Get("Retry-After")
+	if secs, err := strconv.Atoi(ra); err == nil && secs >= 0 {
+		return time.Duration(secs) * time.Second
 	}
-	if ra := hresp.Header.Get("Retry-After"); ra != "" && e.Retryable {
-		if secs, err := strconv.Atoi(ra); err == nil && secs >= 0 {
-			e.RetryAfter = time.Duration(secs) * time.Second
-		}
+	if t, err := http.ParseTime(ra); err == nil {
+		return time.Until(t)
 	}
-	return e
+	return 0
 }

@@ -36,6 +36,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
 // Providers.
@@ -44,9 +45,9 @@ const (
 	ProviderOpenAI   = "openai"
 )
 
-// EnvOpenAIAPIKey is where the OpenAI-compatible provider's key comes from
-// (a pod gets it from a Secret).
-const EnvOpenAIAPIKey = "OPENAI_API_KEY"
+// EnvScript is the environment variable the scripted provider reads its
+// script from when no file is given (a pod gets it from a ConfigMap key).
+const EnvScript = "AGENTRUN_SCRIPT"
 
 // Errors Run returns for injected faults when the process keeps running
 // (Config.Exit returned: in-process tests).
@@ -63,30 +64,27 @@ var (
 
 // Config configures one run of the research agent.
 type Config struct {
-	// Agent says where the RunAttempt is and how to reach the API server
-	// (Client, RESTConfig, Kubeconfig, or in-cluster), and the clock.
+	// Agent says where the gateway is and how to prove who the attempt is,
+	// and the clock.
 	Agent agent.Config
 
 	// Provider answers model requests. When nil it is built from
-	// ProviderName: "scripted" (Script, ScriptPath or ScriptConfigMap) or
-	// "openai" (BaseURL, Model, APIKey).
+	// ProviderName: "scripted" (Script, ScriptPath or the script in env
+	// ScriptEnv) or "openai" (Model). Both go through the gateway's model
+	// door; the gateway holds the provider keys and swaps in the policy's
+	// degraded model under a Degrade directive.
 	Provider     Provider
 	ProviderName string
 
-	// Script, or ScriptPath (a file), or ScriptConfigMap (a ConfigMap in the
-	// attempt's namespace, key ScriptKey, default script.yaml).
-	Script          *Script
-	ScriptPath      string
-	ScriptConfigMap string
-	ScriptKey       string
+	// Script, or ScriptPath (a file), or ScriptEnv (an environment variable
+	// holding the script, default AGENTRUN_SCRIPT).
+	Script     *Script
+	ScriptPath string
+	ScriptEnv  string
 
-	// BaseURL, Model and APIKey configure the OpenAI-compatible provider.
-	BaseURL string
-	Model   string
-	APIKey  string
-	// DegradedModel is used while a Degrade directive is in effect
-	// (default: Model).
-	DegradedModel string
+	// Model is the model to ask the gateway for (one of the policy's
+	// spec.models; default "scripted" for the scripted provider).
+	Model string
 
 	// HTTPAllowlist lists the hosts http.get may fetch ("host", "host:port",
 	// "*.example.org"); empty allows none.
@@ -136,14 +134,14 @@ func (c Config) withDefaults() Config {
 	if c.AuditWriter == nil {
 		c.AuditWriter = os.Stderr
 	}
-	if c.ScriptKey == "" {
-		c.ScriptKey = DefaultScriptKey
+	if c.ScriptEnv == "" {
+		c.ScriptEnv = EnvScript
 	}
 	if c.ProviderName == "" {
 		c.ProviderName = ProviderScripted
 	}
-	if c.DegradedModel == "" {
-		c.DegradedModel = c.Model
+	if c.Model == "" && c.ProviderName == ProviderScripted {
+		c.Model = "scripted"
 	}
 	return c
 }
@@ -157,7 +155,7 @@ type runner struct {
 	parent context.Context
 
 	provider Provider
-	report   *report
+	location string
 	notes    *notebook
 
 	mu        sync.Mutex
@@ -199,7 +197,7 @@ func Run(ctx context.Context, cfg Config) error {
 	}
 	identity := os.Getenv("POD_NAME")
 	if identity == "" {
-		identity = cfg.Agent.RunAttempt
+		identity = "research-agent"
 	}
 	interceptors := builtinInterceptors(identity, r.clock, cfg.RateLimitInterval, cfg.AuditWriter, cfg.Log)
 	maps.Copy(interceptors, cfg.Interceptors)
@@ -223,10 +221,7 @@ func Run(ctx context.Context, cfg Config) error {
 			r.log.Error(err, "Could not write the last facts")
 		}
 	}()
-	ra := ag.Object()
-	r.report = newReport(ag.Client(), ra)
-
-	r.provider, err = r.buildProvider(runCtx, ra)
+	r.provider, err = r.buildProvider(ag.Attempt())
 	if err != nil {
 		_ = ag.Escalate(runCtx, v1alpha1.FaultScopeAgent, "BadConfiguration", err.Error())
 		return err
@@ -234,7 +229,7 @@ func Run(ctx context.Context, cfg Config) error {
 	return r.loop(runCtx)
 }
 
-func (r *runner) buildProvider(ctx context.Context, ra *v1alpha1.RunAttempt) (Provider, error) {
+func (r *runner) buildProvider(at gatewayapi.Attempt) (Provider, error) {
 	p := r.cfg.Provider
 	if p == nil {
 		switch r.cfg.ProviderName {
@@ -245,26 +240,31 @@ func (r *runner) buildProvider(ctx context.Context, ra *v1alpha1.RunAttempt) (Pr
 			case script != nil:
 			case r.cfg.ScriptPath != "":
 				script, err = LoadScriptFile(r.cfg.ScriptPath)
-			case r.cfg.ScriptConfigMap != "":
-				script, err = LoadScriptConfigMap(ctx, r.ag.Client(), ra.Namespace, r.cfg.ScriptConfigMap, r.cfg.ScriptKey)
 			default:
-				err = errors.New("the scripted provider needs a script (--script or --script-configmap)")
+				script, err = LoadScriptEnv(r.cfg.ScriptEnv)
+				if err != nil {
+					err = fmt.Errorf("the scripted provider needs a script (--script, or $%s): %w", r.cfg.ScriptEnv, err)
+				}
 			}
 			if err != nil {
 				return nil, err
 			}
-			p = NewScripted(script, ra.Spec.Attempt)
+			p = NewScripted(script, at.Attempt)
 		case ProviderOpenAI:
-			if r.cfg.BaseURL == "" || r.cfg.Model == "" {
-				return nil, errors.New("the openai provider needs --base-url and --model")
+			if r.cfg.Model == "" {
+				return nil, fmt.Errorf("the openai provider needs --model: one of the models the policy serves %q", at.Models)
 			}
-			p = &OpenAI{BaseURL: r.cfg.BaseURL, APIKey: r.cfg.APIKey, HTTPClient: r.cfg.HTTPClient}
+			p = &OpenAI{Client: r.ag.OpenAI()}
 		default:
 			return nil, fmt.Errorf("unknown provider %q (scripted or openai)", r.cfg.ProviderName)
 		}
 	}
 	if s, ok := p.(*Scripted); ok {
 		s.crash, s.hang = r.crash, r.hang
+		if s.client == nil {
+			c := r.ag.OpenAI()
+			s.client = &c
+		}
 	}
 	return p, nil
 }
@@ -306,15 +306,24 @@ func (r *runner) hang(context.Context) error {
 
 // loop is plan → steps → finalize → settle.
 func (r *runner) loop(ctx context.Context) error {
-	spec := r.ag.Spec()
-	plan, published, err := r.report.load(ctx)
+	at := r.ag.Attempt()
+	var plan []string
+	published := map[string]bool{}
+	rep, err := r.ag.Report(ctx)
 	if err != nil {
 		r.log.Error(err, "Could not read the report; starting from scratch")
+	}
+	r.location = rep.Location
+	for _, s := range rep.Sections {
+		plan = append(plan, s.Name)
+		if s.Published {
+			published[s.Name] = true
+		}
 	}
 	r.mu.Lock()
 	r.plan, r.published = plan, published
 	r.mu.Unlock()
-	r.messages = []Message{{Role: roleSystem, Content: systemPrompt}, {Role: roleUser, Content: "Goal: " + spec.Goal}}
+	r.messages = []Message{{Role: roleSystem, Content: systemPrompt}, {Role: roleUser, Content: "Goal: " + at.Goal}}
 
 	if len(plan) == 0 && !r.ag.Finalizing() {
 		resp, err := r.complete(ctx, Request{Purpose: PurposePlan, Messages: append(slices.Clone(r.messages),
@@ -326,12 +335,23 @@ func (r *runner) loop(ctx context.Context) error {
 		if len(plan) == 0 {
 			plan = []string{"Findings"}
 		}
+		if rep, perr := r.ag.PlanReport(ctx, plan); perr == nil {
+			// A plan an earlier attempt persisted wins.
+			plan = plan[:0]
+			for _, s := range rep.Sections {
+				plan = append(plan, s.Name)
+			}
+			r.location = rep.Location
+		} else if r.crashed.Load() || ctx.Err() != nil {
+			return r.stopped(ctx)
+		} else {
+			r.log.Error(perr, "Could not persist the plan")
+		}
 		r.mu.Lock()
 		r.plan = plan
 		r.mu.Unlock()
-		r.ag.Step(err == nil)
+		r.step(ctx, err == nil)
 	}
-	r.publication()
 	planned := "Planned sections: " + strings.Join(r.planCopy(), "; ")
 	r.messages = append(r.messages, Message{Role: roleUser, Content: planned})
 
@@ -355,7 +375,7 @@ func (r *runner) loop(ctx context.Context) error {
 			continue // not a step: finalization takes over
 		}
 		if err != nil {
-			r.ag.Step(false)
+			r.step(ctx, false)
 			continue
 		}
 		r.messages = append(r.messages, Message{Role: roleAssistant, Content: resp.Content, ToolCalls: resp.ToolCalls})
@@ -363,8 +383,8 @@ func (r *runner) loop(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		r.ag.Step(progress)
-		r.checkpoint()
+		r.step(ctx, progress)
+		r.checkpoint(ctx)
 		if resp.Finish {
 			if err := r.ag.ProposeFinish(ctx); err != nil {
 				return r.stopped(ctx)
@@ -372,7 +392,9 @@ func (r *runner) loop(ctx context.Context) error {
 			// Advice after a finish (a reviewer's "continue") is recorded,
 			// never obeyed: it cannot extend the run.
 			for _, a := range resp.Advice {
-				r.ag.RecordAdvice(a.Source, a.Kind)
+				if err := r.ag.RecordAdvice(ctx, a.Source, a.Kind); err != nil {
+					r.log.Error(err, "Could not record advice")
+				}
 			}
 			break
 		}
@@ -437,23 +459,19 @@ func (r *runner) stopped(ctx context.Context) error {
 // backoff; every try is a model request within the grant.
 func (r *runner) complete(ctx context.Context, req Request) (Response, error) {
 	if req.Model == "" {
-		req.Model = r.model()
+		req.Model = r.cfg.Model
 	}
-	var opts []agent.ModelOption
 	research := req.Purpose != PurposeFinalize
-	if !research {
-		opts = append(opts, agent.ForOutput())
-	}
 	for try := 1; ; try++ {
 		if research && r.ag.Finalizing() {
 			return Response{}, errFinalizing
 		}
 		var resp Response
-		err := r.ag.ModelRequest(ctx, req.Model, func(ctx context.Context) (int64, error) {
+		err := r.ag.ModelRequest(ctx, req.Model, func(ctx context.Context) error {
 			var err error
 			resp, err = r.provider.Complete(ctx, req)
-			return resp.Tokens, err
-		}, opts...)
+			return err
+		})
 		if err == nil || r.crashed.Load() || agent.IsRefusal(err) || ctx.Err() != nil {
 			return resp, err
 		}
@@ -465,6 +483,9 @@ func (r *runner) complete(ctx context.Context, req Request) (Response, error) {
 		var pe *ProviderError
 		if errors.As(err, &pe) && pe.RetryAfter > wait {
 			wait = pe.RetryAfter
+		}
+		if ra := retryAfter(err); ra > wait {
+			wait = ra
 		}
 		r.log.Info("Retrying model request", "purpose", req.Purpose, "try", try, "wait", wait, "error", err.Error())
 		finalizing := r.ag.FinalizingStarted()
@@ -479,14 +500,6 @@ func (r *runner) complete(ctx context.Context, req Request) (Response, error) {
 		case <-r.clock.After(wait):
 		}
 	}
-}
-
-// model is the model to use now: the degraded one under a Degrade directive.
-func (r *runner) model() string {
-	if r.ag.HasDirective(v1alpha1.DirectiveDegrade) {
-		return r.cfg.DegradedModel
-	}
-	return r.cfg.Model
 }
 
 // maxMessages bounds the conversation kept for the model.
@@ -612,27 +625,15 @@ func (r *runner) finalize(ctx context.Context) error {
 // settle persists the settlement: Complete if every planned section is in
 // the report ConfigMap, Partial if some are, None if none.
 func (r *runner) settle(ctx context.Context) error {
-	plan := r.planCopy()
-	committed, err := r.report.persisted(ctx, plan)
+	r.checkpoint(ctx)
+	s, err := r.ag.Settle(ctx)
 	if err != nil {
-		r.log.Error(err, "Could not read the report back; settling from what this attempt published")
-		r.mu.Lock()
-		committed = int32(len(r.published))
-		r.mu.Unlock()
+		if ctx.Err() != nil || agent.Stopped(err) {
+			return r.stopped(ctx)
+		}
+		return fmt.Errorf("settle: %w", err)
 	}
-	settlement := v1alpha1.SettlementNone
-	switch {
-	case committed > 0 && int(committed) == len(plan):
-		settlement = v1alpha1.SettlementComplete
-	case committed > 0:
-		settlement = v1alpha1.SettlementPartial
-	}
-	r.ag.SetPublication(int32(len(plan)), committed, r.report.Location())
-	r.checkpoint()
-	if err := r.ag.Settle(ctx, settlement); err != nil {
-		return r.stopped(ctx)
-	}
-	r.log.Info("Settled", "settlement", settlement, "committed", committed, "planned", len(plan))
+	r.log.Info("Settled", "settlement", s.Settlement, "committed", s.BlocksCommitted, "planned", s.BlocksPlanned)
 	return nil
 }
 
@@ -654,16 +655,16 @@ func (r *runner) missing() []string {
 	return out
 }
 
-func (r *runner) publication() {
-	r.mu.Lock()
-	planned, committed := len(r.plan), len(r.published)
-	r.mu.Unlock()
-	r.ag.SetPublication(int32(planned), int32(committed), r.report.Location())
+// step reports one step.
+func (r *runner) step(ctx context.Context, progress bool) {
+	if _, err := r.ag.Step(ctx, progress); err != nil && ctx.Err() == nil && !r.crashed.Load() {
+		r.log.Error(err, "Could not report a step")
+	}
 }
 
 // checkpoint reports where the work is: the plan and the sections
 // published (the report ConfigMap is the durable copy).
-func (r *runner) checkpoint() {
+func (r *runner) checkpoint(ctx context.Context) {
 	r.mu.Lock()
 	cp := struct {
 		Plan      []string `json:"plan"`
@@ -678,7 +679,9 @@ func (r *runner) checkpoint() {
 	r.mu.Unlock()
 	raw, _ := json.Marshal(cp)
 	if len(raw) <= agent.MaxCheckpoint {
-		_ = r.ag.SetCheckpoint(string(raw))
+		if err := r.ag.SetCheckpoint(ctx, string(raw)); err != nil && ctx.Err() == nil && !r.crashed.Load() {
+			r.log.Error(err, "Could not report the checkpoint")
+		}
 	}
 }
 

@@ -24,14 +24,17 @@ import (
 	"os"
 	"sync"
 
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"github.com/openai/openai-go/v3"
 	"sigs.k8s.io/yaml"
+
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
 // DefaultScriptKey is the ConfigMap key a script is read from.
 const DefaultScriptKey = "script.yaml"
+
+// maxSections bounds a plan (the gateway refuses more).
+const maxSections = 20
 
 // Script is what the scripted provider plays: the model's plan, its turns
 // and injected faults. docs/script-format.md documents the format.
@@ -161,22 +164,16 @@ func LoadScriptFile(path string) (*Script, error) {
 	return s, nil
 }
 
-// LoadScriptConfigMap reads a script from key of ConfigMap namespace/name.
-func LoadScriptConfigMap(ctx context.Context, c client.Reader, namespace, name, key string) (*Script, error) {
-	if key == "" {
-		key = DefaultScriptKey
-	}
-	cm := &corev1.ConfigMap{}
-	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, cm); err != nil {
-		return nil, fmt.Errorf("script ConfigMap %s/%s: %w", namespace, name, err)
-	}
-	data, ok := cm.Data[key]
-	if !ok {
-		return nil, fmt.Errorf("script ConfigMap %s/%s has no key %q", namespace, name, key)
+// LoadScriptEnv reads a script from environment variable name (a pod gets
+// it from a ConfigMap key with env valueFrom.configMapKeyRef).
+func LoadScriptEnv(name string) (*Script, error) {
+	data, ok := os.LookupEnv(name)
+	if !ok || data == "" {
+		return nil, fmt.Errorf("script: environment variable %s is not set", name)
 	}
 	s, err := ParseScript([]byte(data))
 	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s/%s key %s: %w", namespace, name, key, err)
+		return nil, fmt.Errorf("script in $%s: %w", name, err)
 	}
 	return s, nil
 }
@@ -213,6 +210,10 @@ type Scripted struct {
 	crash func(code int) error
 	// hang freezes the process until it is killed.
 	hang func(ctx context.Context) error
+	// client sends every answer through the gateway to the scripted
+	// upstream, which plays it back (set by the research loop). Without one
+	// the answer is returned directly (unit tests of the script itself).
+	client *openai.Client
 
 	mu        sync.Mutex
 	turns     []Turn // expanded by Repeat
@@ -257,7 +258,12 @@ func (s *Scripted) Requests() []Request {
 
 func (s *Scripted) applies(onAttempt int32) bool { return onAttempt == 0 || onAttempt == s.attempt }
 
-// Complete answers req from the script.
+// Complete answers req from the script: it picks the turn (faults, repeats
+// and attempts as the script says) and sends it as one chat completion
+// through the gateway to the scripted upstream, which answers with it. The
+// gateway counts the request and the tokens the upstream reports, exactly as
+// for a real model. An injected crash or hang happens once the request was
+// dispatched, as if the process died waiting for the model.
 func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) {
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
@@ -274,10 +280,11 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 		if pf != nil && s.applies(pf.OnAttempt) && s.failed["plan"] < max(pf.Times, 1) {
 			s.failed["plan"]++
 			s.mu.Unlock()
-			return Response{}, providerFault(pf)
+			return s.send(ctx, req, &upstream.Turn{Error: upstreamError(pf)}, Response{})
 		}
 		s.mu.Unlock()
-		return Response{Content: string(content), Tokens: s.script.PlanTokens}, nil
+		return s.send(ctx, req, &upstream.Turn{Say: string(content), Tokens: s.script.PlanTokens},
+			Response{Content: string(content), Tokens: s.script.PlanTokens})
 	case PurposeFinalize:
 		list, cursor = &s.finalize, &s.nextFinal
 	default:
@@ -286,9 +293,12 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 	if *cursor >= len(*list) {
 		s.mu.Unlock()
 		if req.Purpose == PurposeFinalize {
-			return Response{Content: "(script has no more finalization turns)"}, nil
+			say := "(script has no more finalization turns)"
+			return s.send(ctx, req, &upstream.Turn{Say: say}, Response{Content: say})
 		}
-		return Response{Content: "(script ended)", Finish: true}, nil
+		resp, err := s.send(ctx, req, &upstream.Turn{Say: "(script ended)"}, Response{Content: "(script ended)"})
+		resp.Finish = true
+		return resp, err
 	}
 	turn = (*list)[*cursor]
 	index := *cursor
@@ -296,18 +306,13 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 	if pf := turn.Error; pf != nil && s.applies(pf.OnAttempt) && s.failed[key] < max(pf.Times, 1) {
 		s.failed[key]++
 		s.mu.Unlock()
-		return Response{}, providerFault(pf)
+		return s.send(ctx, req, &upstream.Turn{Error: upstreamError(pf)}, Response{})
 	}
 	*cursor++
 	s.mu.Unlock()
 
-	if c := turn.Crash; c != nil && s.applies(c.OnAttempt) && s.crash != nil {
-		return Response{}, s.crash(exitCode(c))
-	}
-	if h := turn.Hang; h != nil && s.applies(h.OnAttempt) && s.hang != nil {
-		return Response{}, s.hang(ctx)
-	}
-	resp := Response{Content: turn.Say, Finish: turn.Finish, Tokens: turn.Tokens, Advice: turn.Advice}
+	want := Response{Content: turn.Say, Finish: turn.Finish, Tokens: turn.Tokens, Advice: turn.Advice}
+	wire := &upstream.Turn{Say: turn.Say, Tokens: turn.Tokens}
 	for i, c := range turn.Tools {
 		tc := ToolCall{ID: fmt.Sprintf("call_%s_%d_%d", req.Purpose, index, i), Name: c.Name, Args: c.Args}
 		inj := &CallInjection{}
@@ -320,9 +325,38 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 		if inj.Fail != nil || inj.Crash != nil {
 			tc.inject = inj
 		}
-		resp.ToolCalls = append(resp.ToolCalls, tc)
+		want.ToolCalls = append(want.ToolCalls, tc)
+		wire.Tools = append(wire.Tools, upstream.ToolCall{ID: tc.ID, Name: wireName(c.Name), Arguments: c.Args})
 	}
-	return resp, nil
+	resp, err := s.send(ctx, req, wire, want)
+	if c := turn.Crash; c != nil && s.applies(c.OnAttempt) && s.crash != nil {
+		return Response{}, s.crash(exitCode(c))
+	}
+	if h := turn.Hang; h != nil && s.applies(h.OnAttempt) && s.hang != nil {
+		return Response{}, s.hang(ctx)
+	}
+	if err != nil {
+		return Response{}, err
+	}
+	// The script's own view of the turn (finish, advice, injections) rides
+	// on what came back through the gateway (text, tool calls).
+	want.Content = resp.Content
+	return want, nil
+}
+
+// send plays wire through the gateway (or returns want without a client).
+func (s *Scripted) send(ctx context.Context, req Request, wire *upstream.Turn, want Response) (Response, error) {
+	if s.client == nil {
+		if wire.Error != nil {
+			return Response{}, (&ProviderError{Kind: wire.Error.Code, Retryable: wire.Error.Retryable,
+				Status: wire.Error.Status, Message: wire.Error.Message}).Fault()
+		}
+		return want, nil
+	}
+	if req.Model == "" {
+		req.Model = "scripted"
+	}
+	return chatCompletion(ctx, *s.client, req, wire)
 }
 
 func exitCode(c *Crash) int {
@@ -332,7 +366,10 @@ func exitCode(c *Crash) int {
 	return c.ExitCode
 }
 
-func providerFault(pf *ProviderFault) error {
+// upstreamError is the scripted upstream's answer for an injected provider
+// fault: HTTP 429 for a retryable one, 400 for a fatal one (or the script's
+// status), with the fault's kind as error.code.
+func upstreamError(pf *ProviderFault) *upstream.Error {
 	kind := pf.Kind
 	if kind == "" {
 		kind = kindInvalidRequest
@@ -344,5 +381,5 @@ func providerFault(pf *ProviderFault) error {
 	if msg == "" {
 		msg = "injected by the script"
 	}
-	return (&ProviderError{Kind: kind, Retryable: pf.Retryable, Status: pf.Status, Message: msg}).Fault()
+	return &upstream.Error{Status: pf.Status, Code: kind, Message: msg, Retryable: pf.Retryable}
 }

@@ -303,13 +303,12 @@ func (r *runner) reportPublish(ctx context.Context, call *agent.Call) (string, e
 	if i < 0 {
 		return "", agent.Failure("UnplannedSection", false, fmt.Errorf("section %q is not in the plan %q", section, plan))
 	}
-	if err := r.report.publish(ctx, plan, i, content); err != nil {
+	rep, err := r.ag.Publish(ctx, call, call.StringArg(argSection), content)
+	if err != nil {
 		return "", agent.Failure("PublishFailed", true, err)
 	}
 	r.mu.Lock()
 	r.published[plan[i]] = true
-	n := len(r.published)
 	r.mu.Unlock()
-	r.ag.SetPublication(int32(len(plan)), int32(n), r.report.Location())
-	return fmt.Sprintf("published section %q (%d of %d)", plan[i], n, len(plan)), nil
+	return fmt.Sprintf("published section %q (%d of %d)", plan[i], rep.Committed, len(rep.Sections)), nil
 }

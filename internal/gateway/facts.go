@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package agent
+package gateway
 
 import (
 	"cmp"
@@ -26,22 +26,22 @@ import (
 
 // Bounds of the reported state, matching the RunAttempt status schema.
 const (
-	// MaxCalls is how many call fingerprints status.calls reports (top-K by count).
-	MaxCalls = 32
-	// MaxFaults is how many fault entries status.faults holds; beyond it new
+	// maxCalls is how many call fingerprints status.calls reports (top-K by count).
+	maxCalls = 32
+	// maxFaults is how many fault entries status.faults holds; beyond it new
 	// kinds are counted in one "Other" entry, so no occurrence is lost.
-	MaxFaults = 32
-	// MaxAdvice is how many advice entries status.advice holds; beyond it new
+	maxFaults = 32
+	// maxAdvice is how many advice entries status.advice holds; beyond it new
 	// kinds are counted in one "Other" entry.
-	MaxAdvice = 16
-	// MaxInFlight is how many side-effecting calls may be in flight at once;
+	maxAdvice = 16
+	// maxInFlight is how many side-effecting calls may be in flight at once;
 	// more wait for a slot.
-	MaxInFlight = 16
-	// MaxAwaitingApproval is how many approvals may be awaited at once; more
+	maxInFlight = 16
+	// maxAwaitingApproval is how many approvals may be awaited at once; more
 	// wait for a slot.
-	MaxAwaitingApproval = 16
-	// MaxCheckpoint is the longest checkpoint, in bytes.
-	MaxCheckpoint = 4096
+	maxAwaitingApproval = 16
+	// maxCheckpoint is the longest checkpoint, in bytes.
+	maxCheckpoint = 4096
 	// maxTrackedCalls bounds the local fingerprint table from which the
 	// top-K is reported.
 	maxTrackedCalls = 1024
@@ -121,8 +121,8 @@ func (f *facts) topCalls() []v1alpha1.CallCount {
 	slices.SortFunc(all, func(a, b v1alpha1.CallCount) int {
 		return cmp.Or(cmp.Compare(b.Count, a.Count), cmp.Compare(a.Tool, b.Tool), cmp.Compare(a.Fingerprint, b.Fingerprint))
 	})
-	if len(all) > MaxCalls {
-		all = all[:MaxCalls]
+	if len(all) > maxCalls {
+		all = all[:maxCalls]
 	}
 	return all
 }
@@ -135,7 +135,7 @@ func (f *facts) addFault(scope v1alpha1.FaultScope, kind string, retryable, esca
 	kind = truncate(kind, 128)
 	msg = truncate(msg, maxMessage)
 	i := slices.IndexFunc(f.faults, func(x v1alpha1.Fault) bool { return x.Scope == scope && x.Kind == kind })
-	if i < 0 && len(f.faults) >= MaxFaults-1 {
+	if i < 0 && len(f.faults) >= maxFaults-1 {
 		msg = truncate(fmt.Sprintf("%s/%s: %s", scope, kind, msg), maxMessage)
 		scope, kind = v1alpha1.FaultScopeAgent, overflowKind
 		i = slices.IndexFunc(f.faults, func(x v1alpha1.Fault) bool { return x.Scope == scope && x.Kind == kind })
@@ -157,7 +157,7 @@ func (f *facts) addFault(scope v1alpha1.FaultScope, kind string, retryable, esca
 func (f *facts) addAdvice(source, kind string) {
 	source, kind = truncate(source, 128), truncate(kind, 128)
 	i := slices.IndexFunc(f.advice, func(x v1alpha1.Advice) bool { return x.Source == source && x.Kind == kind })
-	if i < 0 && len(f.advice) >= MaxAdvice-1 {
+	if i < 0 && len(f.advice) >= maxAdvice-1 {
 		source, kind = overflowKind, overflowKind
 		i = slices.IndexFunc(f.advice, func(x v1alpha1.Advice) bool { return x.Source == source && x.Kind == kind })
 	}

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package agent
+package gatewayapi
 
 import (
 	"bytes"
@@ -63,10 +63,11 @@ func Fingerprint(tool string, args any, context string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("fingerprint of %s: arguments are not JSON: %w", tool, err)
 	}
-	return fingerprintOf(tool, canon, context), nil
+	return FingerprintOf(tool, canon, context), nil
 }
 
-func fingerprintOf(tool string, canonArgs []byte, context string) string {
+// FingerprintOf is Fingerprint of arguments already in canonical JSON.
+func FingerprintOf(tool string, canonArgs []byte, context string) string {
 	h := sha256.New()
 	h.Write([]byte(tool))
 	h.Write([]byte{0})

@@ -1,0 +1,209 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Command gateway is agentrun-gateway: the agent's only door. Attempt pods
+// reach models (OpenAI-compatible, /v1/...) and report the facts the gateway
+// cannot see (/agentrun/v1/self/...) through it, with a projected
+// service-account token of audience agentrun-gateway. The gateway checks the
+// token (TokenReview), maps the pod to its RunAttempt, enforces the grant,
+// and is — with the operator — the only writer of RunAttempt status.
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	_ "k8s.io/client-go/plugin/pkg/client/auth"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	toolscache "k8s.io/client-go/tools/cache"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+var (
+	scheme   = runtime.NewScheme()
+	setupLog = ctrl.Log.WithName("setup")
+)
+
+func init() {
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(v1alpha1.AddToScheme(scheme))
+}
+
+func main() {
+	var (
+		listen, certDir, certName, keyName string
+		metricsAddr, probeAddr             string
+		flushInterval, tokenTTL            time.Duration
+		upstreamTimeout                    time.Duration
+		qps                                float64
+		burst                              int
+	)
+	flag.StringVar(&listen, "listen", ":8443", "Address the gateway serves agents on (TLS).")
+	flag.StringVar(&certDir, "tls-cert-dir", "", "Directory holding the serving certificate (cert-manager's Secret). "+
+		"Empty serves plain HTTP: only for a loopback listener in local runs.")
+	flag.StringVar(&certName, "tls-cert-name", "tls.crt", "Serving certificate file name in --tls-cert-dir.")
+	flag.StringVar(&keyName, "tls-key-name", "tls.key", "Serving key file name in --tls-cert-dir.")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (0 disables it).")
+	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health probes.")
+	flag.DurationVar(&flushInterval, "flush-interval", gateway.DefaultFlushInterval,
+		"How often coalesced facts are written to each RunAttempt: the most model-usage a crash can lose.")
+	flag.DurationVar(&tokenTTL, "token-cache-ttl", 10*time.Second, "How long a TokenReview answer is reused.")
+	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "Bound of one upstream model request.")
+	flag.Float64Var(&qps, "kube-api-qps", 100, "Client-side QPS limit for requests to the API server.")
+	flag.IntVar(&burst, "kube-api-burst", 200, "Client-side burst for requests to the API server.")
+	zopts := zap.Options{}
+	zopts.BindFlags(flag.CommandLine)
+	flag.Parse()
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+
+	cfg := ctrl.GetConfigOrDie()
+	cfg.QPS, cfg.Burst = float32(qps), burst
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		HealthProbeBindAddress: probeAddr,
+		// Secrets and reports are read on demand, never cached cluster-wide.
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
+	})
+	if err != nil {
+		setupLog.Error(err, "Could not create the manager")
+		os.Exit(1)
+	}
+	gw, err := gateway.New(gateway.Options{
+		Client:          mgr.GetClient(),
+		APIReader:       mgr.GetAPIReader(),
+		Authenticator:   &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL},
+		FlushInterval:   flushInterval,
+		UpstreamTimeout: upstreamTimeout,
+		Log:             ctrl.Log.WithName("gateway"),
+		Registry:        ctrlmetrics.Registry,
+	})
+	if err != nil {
+		setupLog.Error(err, "Could not create the gateway")
+		os.Exit(1)
+	}
+	ctx := ctrl.SetupSignalHandler()
+	inf, err := mgr.GetCache().GetInformer(ctx, &v1alpha1.RunAttempt{})
+	if err != nil {
+		setupLog.Error(err, "Could not watch RunAttempts")
+		os.Exit(1)
+	}
+	if _, err := inf.AddEventHandler(toolscache.ResourceEventHandlerFuncs{
+		AddFunc:    func(o any) { observe(gw, o) },
+		UpdateFunc: func(_, o any) { observe(gw, o) },
+		DeleteFunc: func(o any) {
+			if d, ok := o.(toolscache.DeletedFinalStateUnknown); ok {
+				o = d.Obj
+			}
+			if ra, ok := o.(*v1alpha1.RunAttempt); ok {
+				gw.Forget(types.NamespacedName{Namespace: ra.Namespace, Name: ra.Name})
+			}
+		},
+	}); err != nil {
+		setupLog.Error(err, "Could not watch RunAttempts")
+		os.Exit(1)
+	}
+
+	var tlsCfg *tls.Config
+	if certDir != "" {
+		cw, err := certwatcher.New(filepath.Join(certDir, certName), filepath.Join(certDir, keyName))
+		if err != nil {
+			setupLog.Error(err, "Could not load the serving certificate", "dir", certDir)
+			os.Exit(1)
+		}
+		if err := mgr.Add(cw); err != nil {
+			setupLog.Error(err, "Could not watch the serving certificate")
+			os.Exit(1)
+		}
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate, NextProtos: []string{"http/1.1"}}
+	}
+	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
+	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		ln, err := net.Listen("tcp", listen)
+		if err != nil {
+			return err
+		}
+		if tlsCfg != nil {
+			ln = tls.NewListener(ln, tlsCfg)
+		}
+		setupLog.Info("Serving agents", "address", ln.Addr().String(), "tls", tlsCfg != nil)
+		errc := make(chan error, 1)
+		go func() { errc <- srv.Serve(ln) }()
+		select {
+		case err := <-errc:
+			return err
+		case <-ctx.Done():
+		}
+		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+		if err := gw.Shutdown(sctx); err != nil {
+			setupLog.Error(err, "Could not write every attempt's last facts")
+		}
+		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return err
+		}
+		return nil
+	})); err != nil {
+		setupLog.Error(err, "Could not add the server")
+		os.Exit(1)
+	}
+	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
+		os.Exit(1)
+	}
+	if err := mgr.AddReadyzCheck("readyz", func(*http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(context.Background()) {
+			return errors.New("cache not synced")
+		}
+		return nil
+	}); err != nil {
+		os.Exit(1)
+	}
+	setupLog.Info("Starting agentrun-gateway")
+	if err := mgr.Start(ctx); err != nil {
+		setupLog.Error(err, "Gateway stopped")
+		os.Exit(1)
+	}
+}
+
+func observe(gw *gateway.Gateway, o any) {
+	if ra, ok := o.(*v1alpha1.RunAttempt); ok {
+		gw.Observe(ra)
+	}
+}

@@ -1,0 +1,553 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+	"github.com/agentrun-dev/agentrun/pkg/permission"
+)
+
+// maxBody bounds an agent API request body.
+const maxBody = 1 << 20
+
+// decode reads a strict JSON body into v: unknown fields and trailing data
+// are refused, and the error names the field.
+func decode(r *http.Request, v any) *apiError {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxBody+1))
+	if err != nil {
+		return errInvalid("", "could not read the request body: "+err.Error())
+	}
+	if len(body) > maxBody {
+		return errInvalid("", fmt.Sprintf("the request body exceeds %d bytes", maxBody))
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var te *json.UnmarshalTypeError
+		var se *json.SyntaxError
+		switch {
+		case errors.As(err, &te):
+			return errInvalid(te.Field, fmt.Sprintf("field %s must be a %s, not a JSON %s", te.Field, te.Type, te.Value))
+		case errors.As(err, &se):
+			return errInvalid("", fmt.Sprintf("malformed JSON at byte %d: %v", se.Offset, err))
+		case strings.HasPrefix(err.Error(), "json: unknown field "):
+			f := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
+			return errInvalid(f, fmt.Sprintf("unknown field %q", f))
+		}
+		return errInvalid("", "malformed JSON: "+err.Error())
+	}
+	if dec.More() {
+		return errInvalid("", "trailing data after the JSON object")
+	}
+	return nil
+}
+
+func (g *Gateway) getSelf(w http.ResponseWriter, r *http.Request, k *keeper) {
+	k.refresh(r.Context())
+	writeJSON(w, http.StatusOK, k.view())
+}
+
+// watchSelf streams the agent's view as server-sent events: the current view
+// at once, then every change, until the attempt ends or the client leaves.
+// A comment line every 15s keeps idle connections open through proxies.
+func (g *Gateway) watchSelf(w http.ResponseWriter, r *http.Request, k *keeper) {
+	fl, ok := w.(http.Flusher)
+	if !ok {
+		writeError(w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, "no_streaming", "the server cannot stream"))
+		return
+	}
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	fl.Flush()
+	ctx := r.Context()
+	var last uint64
+	sent := false
+	keepalive := g.clock.NewTicker(15 * time.Second)
+	defer keepalive.Stop()
+	poll := g.clock.NewTicker(g.opts.PollInterval)
+	defer poll.Stop()
+	for {
+		k.mu.Lock()
+		v := k.viewLocked()
+		ch := k.wake
+		k.mu.Unlock()
+		if !sent || v.Revision != last {
+			raw, _ := json.Marshal(v)
+			if _, err := fmt.Fprintf(w, "id: %d\nevent: attempt\ndata: %s\n\n", v.Revision, raw); err != nil {
+				return
+			}
+			fl.Flush()
+			sent, last = true, v.Revision
+			if v.Stopped() {
+				return
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-ch:
+		case <-poll.C():
+			k.refresh(ctx)
+		case <-keepalive.C():
+			if _, err := io.WriteString(w, ": keepalive\n\n"); err != nil {
+				return
+			}
+			fl.Flush()
+		}
+	}
+}
+
+func (g *Gateway) heartbeat(w http.ResponseWriter, _ *http.Request, k *keeper) {
+	w.WriteHeader(http.StatusNoContent)
+	_ = k
+}
+
+func (g *Gateway) postStep(w http.ResponseWriter, r *http.Request, k *keeper) {
+	var req gatewayapi.StepRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	var step int64
+	k.record(func() {
+		k.facts.steps++
+		if req.Progress {
+			k.facts.lastProgressStep = k.facts.steps
+		}
+		step = k.facts.steps
+	})
+	writeJSON(w, http.StatusOK, gatewayapi.StepResponse{Step: step})
+}
+
+func (g *Gateway) postFinish(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if e := decode(r, &struct{}{}); e != nil {
+		writeError(w, e)
+		return
+	}
+	if err := k.commit(r.Context(), func() { k.facts.finishProposed = true }); err != nil {
+		writeError(w, errNotPersisted("the finish proposal was recorded but is not yet durable: "+err.Error()))
+		return
+	}
+	writeJSON(w, http.StatusOK, k.view())
+}
+
+func (g *Gateway) putCheckpoint(w http.ResponseWriter, r *http.Request, k *keeper) {
+	var req gatewayapi.CheckpointRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	if len(req.Checkpoint) > maxCheckpoint {
+		writeError(w, errInvalid("checkpoint", fmt.Sprintf("checkpoint is %d bytes; at most %d", len(req.Checkpoint), maxCheckpoint)))
+		return
+	}
+	k.record(func() { k.facts.checkpoint = req.Checkpoint })
+	w.WriteHeader(http.StatusNoContent)
+}
+
+var kindPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
+
+func (g *Gateway) postAdvice(w http.ResponseWriter, r *http.Request, k *keeper) {
+	var req gatewayapi.AdviceRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	switch {
+	case req.Source == "" || len(req.Source) > 128:
+		writeError(w, errInvalid("source", "source is required, at most 128 characters (e.g. reviewer, stop-hook)"))
+		return
+	case !kindPattern.MatchString(req.Kind) || len(req.Kind) > 128:
+		writeError(w, errInvalid("kind", "kind is required: a PascalCase word of at most 128 characters (e.g. Continue)"))
+		return
+	}
+	k.record(func() { k.facts.addAdvice(req.Source, req.Kind) })
+	w.WriteHeader(http.StatusNoContent)
+}
+
+var faultScopes = []v1alpha1.FaultScope{
+	v1alpha1.FaultScopeTool, v1alpha1.FaultScopeProvider, v1alpha1.FaultScopeReviewer,
+	v1alpha1.FaultScopeHook, v1alpha1.FaultScopeAgent,
+}
+
+func (g *Gateway) postFault(w http.ResponseWriter, r *http.Request, k *keeper) {
+	var req gatewayapi.FaultRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	switch {
+	case !slices.Contains(faultScopes, req.Scope):
+		writeError(w, errInvalid("scope", fmt.Sprintf("scope %q is not one of %v", req.Scope, faultScopes)))
+		return
+	case !kindPattern.MatchString(req.Kind) || len(req.Kind) > 128:
+		writeError(w, errInvalid("kind", "kind is required: a PascalCase word of at most 128 characters (e.g. Timeout)"))
+		return
+	}
+	add := func() { k.facts.addFault(req.Scope, req.Kind, req.Retryable, req.Escalate, req.Message) }
+	if !req.Escalate {
+		k.record(add)
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err := k.commit(r.Context(), add); err != nil {
+		writeError(w, errNotPersisted("the escalation was recorded but is not yet durable: "+err.Error()))
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+// ---- Tool calls (until the MCP door serves them). ----
+
+func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper) {
+	var req gatewayapi.ToolCallRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	call, e := k.admitTool(r.Context(), req)
+	if e != nil {
+		k.refusal(e, "tool/"+req.Tool)
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, http.StatusOK, call)
+}
+
+// refusal counts a refusal as a fault of the attempt and in the metrics.
+func (k *keeper) refusal(e *apiError, call string) {
+	k.mu.Lock()
+	policy := k.obj.Spec.Policy.Name
+	k.mu.Unlock()
+	k.g.metrics.refusals.WithLabelValues(k.key.Namespace, policy, e.body.Code).Inc()
+	if e.fault != "" {
+		k.record(func() {
+			k.facts.addFault(v1alpha1.FaultScopeAgent, e.fault, false, false, call+" refused: "+e.body.Message)
+		})
+	}
+}
+
+func canonicalArgs(raw json.RawMessage) ([]byte, *apiError) {
+	if len(bytes.TrimSpace(raw)) == 0 || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return []byte("{}"), nil
+	}
+	var m map[string]any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&m); err != nil {
+		return nil, errInvalid("arguments", "arguments must be a JSON object: "+err.Error())
+	}
+	canon, err := gatewayapi.CanonicalJSON(m)
+	if err != nil {
+		return nil, errInvalid("arguments", err.Error())
+	}
+	return canon, nil
+}
+
+func argsHash(canon []byte) string {
+	sum := sha256.Sum256(canon)
+	return hex.EncodeToString(sum[:])
+}
+
+// maxApprovalWait bounds how long one tool call report waits for an approval.
+const maxApprovalWait = 5 * time.Minute
+
+// admitTool applies, in order: the phase, the catalogue, Finalizing (only
+// the publication tool), the grant, the permission matrix (waiting for an
+// approval when it says Confirm, then checking again), and counts the call;
+// for a side effect it persists the write-ahead record before answering.
+func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) (*gatewayapi.ToolCall, *apiError) {
+	if req.Tool == "" {
+		return nil, errInvalid("tool", "tool is required")
+	}
+	if len(req.Context) > 1024 {
+		return nil, errInvalid("context", "context is at most 1024 characters")
+	}
+	canon, e := canonicalArgs(req.Arguments)
+	if e != nil {
+		return nil, e
+	}
+	fp := gatewayapi.FingerprintOf(req.Tool, canon, req.Context)
+	call := &gatewayapi.ToolCall{Tool: req.Tool, Fingerprint: fp, ActionID: gatewayapi.ActionID(req.Tool, fp)}
+
+	k.mu.Lock()
+	entry, e := k.checkToolLocked(req.Tool)
+	if e != nil {
+		k.mu.Unlock()
+		return nil, e
+	}
+	call.Effect, call.Risk = entry.Effect, entry.Risk
+	if entry.Idempotent {
+		call.IdempotencyKey = gatewayapi.IdempotencyKey(k.obj.Spec.RunName, fp)
+	}
+	verdict := permission.Evaluate(k.obj.Spec.Mode, entry, k.obj.Spec.Policy.AutoApprove)
+	k.mu.Unlock()
+	switch verdict.Verdict {
+	case permission.Deny:
+		return nil, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", verdict.Reason)
+	case permission.Confirm:
+		wait := time.Duration(req.WaitSeconds) * time.Second
+		if wait <= 0 {
+			wait = time.Minute
+		}
+		if e := k.confirm(ctx, call.ActionID, min(wait, maxApprovalWait)); e != nil {
+			return nil, e
+		}
+	}
+
+	// Time may have passed (an approval): check everything again at the
+	// moment the call is counted.
+	if err := k.lockWithSlot(ctx, entry.Effect != v1alpha1.EffectNone); err != nil {
+		return nil, errNotPersisted("the request ended while waiting for a free in-flight slot: " + err.Error())
+	}
+	if _, e := k.checkToolLocked(req.Tool); e != nil {
+		k.mu.Unlock()
+		return nil, e
+	}
+	if v := permission.Evaluate(k.obj.Spec.Mode, entry, k.obj.Spec.Policy.AutoApprove); v.Verdict == permission.Deny {
+		k.mu.Unlock()
+		return nil, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", v.Reason+" (the mode changed while the call waited)")
+	}
+	call.ID = newCallID()
+	k.facts.usage.ToolCalls++
+	k.facts.countCall(req.Tool, fp)
+	ad := &admitted{tool: req.Tool, effect: entry.Effect, argsHash: argsHash(canon)}
+	if req.Tool == gatewayapi.ToolReportPublish {
+		var pa struct {
+			Section string `json:"section"`
+			Content string `json:"content"`
+		}
+		_ = json.Unmarshal(canon, &pa)
+		ad.section, ad.content = pa.Section, pa.Content
+	}
+	k.calls[call.ID] = ad
+	if entry.Effect == v1alpha1.EffectNone {
+		k.markLocked(false)
+		k.mu.Unlock()
+		return call, nil
+	}
+	// Write-ahead: the record must be on the API server before the effect
+	// can happen, or a crash would leave an effect nobody knows of.
+	k.calls[call.ID].writeAhead = true
+	call.WriteAhead = true
+	k.facts.inFlight = append(k.facts.inFlight, v1alpha1.InFlightEffect{
+		ID: call.ID, Tool: req.Tool, Effect: entry.Effect, IdempotencyKey: call.IdempotencyKey,
+		StartedAt: &metav1.Time{Time: k.g.clock.Now()},
+	})
+	k.markLocked(true)
+	target := k.seq
+	k.mu.Unlock()
+	if err := k.waitWritten(ctx, target); err != nil {
+		k.record(func() {
+			k.facts.removeInFlight(call.ID)
+			delete(k.calls, call.ID)
+		})
+		return nil, errNotPersisted(fmt.Sprintf("the write-ahead record of %s %s was not persisted, so the call must not be dispatched: %v",
+			req.Tool, call.ID, err))
+	}
+	return call, nil
+}
+
+func denied(code, fault, msg string) *apiError {
+	e := newError(http.StatusForbidden, gatewayapi.TypePermission, code, msg)
+	e.fault = fault
+	return e
+}
+
+// checkToolLocked checks the phase, the catalogue, Finalizing and the grant.
+func (k *keeper) checkToolLocked(tool string) (v1alpha1.Tool, *apiError) {
+	if e := k.stoppedLocked(); e != nil {
+		return v1alpha1.Tool{}, e
+	}
+	spec := k.obj.Spec
+	i := slices.IndexFunc(spec.Policy.Tools, func(t v1alpha1.Tool) bool { return t.Name == tool })
+	if i < 0 {
+		e := newError(http.StatusNotFound, gatewayapi.TypeNotFound, gatewayapi.CodeUnknownTool,
+			fmt.Sprintf("tool %q is not in RuntimePolicy %q's tool catalogue", tool, spec.Policy.Name))
+		e.fault = "UnknownTool"
+		return v1alpha1.Tool{}, e
+	}
+	fin := isFinalizing(spec)
+	if fin && tool != gatewayapi.ToolReportPublish {
+		return v1alpha1.Tool{}, errGrant(gatewayapi.CodeFinalizeOnly, fmt.Sprintf(
+			"the run is finalizing: only output work (%s) is served from the reserve, and %q is research",
+			gatewayapi.ToolReportPublish, tool))
+	}
+	if u, gr := k.facts.usage.ToolCalls, spec.Grant.ToolCalls; u >= gr {
+		return v1alpha1.Tool{}, grantRefusal(fin, fmt.Sprintf("%d/%d tool calls", u, gr))
+	}
+	return spec.Policy.Tools[i], nil
+}
+
+// grantRefusal is the refusal of a call beyond the grant, with the numbers.
+func grantRefusal(finalizing bool, used string) *apiError {
+	if finalizing {
+		return errGrant(gatewayapi.CodeReserveExhausted, fmt.Sprintf(
+			"the run is finalizing and its reserve is used up at %s of this attempt; nothing more is served", used))
+	}
+	return errGrant(gatewayapi.CodeGrantExhausted, fmt.Sprintf(
+		"working budget exhausted at %s of this attempt; the operator finalizes the run from its reserve or ends it", used))
+}
+
+// confirm asks for approval of actionID (awaitingApproval, durable before
+// the wait) and waits for the answer, at most wait.
+func (k *keeper) confirm(ctx context.Context, actionID string, wait time.Duration) *apiError {
+	added := false
+	defer func() {
+		if added {
+			k.mu.Lock()
+			if k.facts.removeAwaiting(actionID) {
+				k.markLocked(false)
+			}
+			k.mu.Unlock()
+		}
+	}()
+	timeout := k.g.clock.After(wait)
+	poll := k.g.clock.NewTicker(k.g.opts.PollInterval)
+	defer poll.Stop()
+	for {
+		k.mu.Lock()
+		if e := k.stoppedLocked(); e != nil {
+			k.mu.Unlock()
+			return e
+		}
+		if ap, ok := findApproval(k.obj.Spec.Approvals, actionID); ok {
+			k.mu.Unlock()
+			if ap.Decision == v1alpha1.DecisionApprove {
+				return nil
+			}
+			msg := fmt.Sprintf("action %s was denied", actionID)
+			if ap.Approver != "" {
+				msg += " by " + ap.Approver
+			}
+			if ap.Comment != "" {
+				msg += ": " + ap.Comment
+			}
+			return denied(gatewayapi.CodeApprovalDenied, "ApprovalDenied", msg)
+		}
+		if !added && !slices.Contains(k.facts.awaiting, actionID) && len(k.facts.awaiting) < maxAwaitingApproval {
+			k.facts.awaiting = append(k.facts.awaiting, actionID)
+			added = true
+			k.markLocked(true)
+			k.log.Info("Awaiting approval", "action", actionID)
+		}
+		ch := k.wake
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-poll.C():
+			k.refresh(ctx)
+		case <-timeout:
+			return newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeApprovalPending,
+				fmt.Sprintf("action %s awaits approval (kubectl patch the ResearchRun's spec.approvals); report the call again to keep waiting", actionID))
+		case <-ctx.Done():
+			return errNotPersisted("the request ended while awaiting approval of " + actionID)
+		}
+	}
+}
+
+func findApproval(approvals []v1alpha1.Approval, actionID string) (v1alpha1.Approval, bool) {
+	for _, ap := range slices.Backward(approvals) {
+		if ap.ActionID == actionID {
+			return ap, true
+		}
+	}
+	return v1alpha1.Approval{}, false
+}
+
+// lockWithSlot locks k.mu, first waiting for a free in-flight slot when the
+// call has a side effect. On success k.mu is held.
+func (k *keeper) lockWithSlot(ctx context.Context, sideEffect bool) error {
+	for {
+		k.mu.Lock()
+		if !sideEffect || len(k.facts.inFlight) < maxInFlight {
+			return nil
+		}
+		ch := k.wake
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
+func newCallID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "call-" + hex.EncodeToString(b[:])
+}
+
+func (g *Gateway) postToolOutcome(w http.ResponseWriter, r *http.Request, k *keeper) {
+	var req gatewayapi.ToolOutcomeRequest
+	if e := decode(r, &req); e != nil {
+		writeError(w, e)
+		return
+	}
+	id := r.PathValue("id")
+	if req.Error != nil && !kindPattern.MatchString(req.Error.Kind) {
+		writeError(w, errInvalid("error.kind", "error.kind is required: a PascalCase word (e.g. Timeout)"))
+		return
+	}
+	k.mu.Lock()
+	c, known := k.calls[id]
+	// After a gateway restart the call is known only by its write-ahead record.
+	inFlight := slices.ContainsFunc(k.facts.inFlight, func(e v1alpha1.InFlightEffect) bool { return e.ID == id })
+	if !known && !inFlight {
+		k.mu.Unlock()
+		writeError(w, newError(http.StatusNotFound, gatewayapi.TypeNotFound, gatewayapi.CodeNotFound,
+			fmt.Sprintf("no admitted tool call %q awaits an outcome", id)))
+		return
+	}
+	tool := ""
+	if c != nil {
+		tool = c.tool
+	}
+	delete(k.calls, id)
+	k.facts.removeInFlight(id)
+	if req.Error != nil {
+		k.facts.addFault(v1alpha1.FaultScopeTool, req.Error.Kind, req.Error.Retryable, false,
+			fmt.Sprintf("%s: %s", tool, req.Error.Message))
+	}
+	k.markLocked(false)
+	k.mu.Unlock()
+	w.WriteHeader(http.StatusNoContent)
+}

@@ -1,0 +1,86 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway
+
+import (
+	"encoding/json"
+	"net/http"
+
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// apiError is an answer the gateway refuses with: an HTTP status and an
+// OpenAI-shaped body with a stable code.
+type apiError struct {
+	status int
+	body   gatewayapi.Error
+	// fault, when set, is the fault kind the refusal is counted under in
+	// the attempt's facts (scope Agent).
+	fault string
+}
+
+func (e *apiError) Error() string { return e.body.Code + ": " + e.body.Message }
+
+func newError(status int, typ, code, msg string) *apiError {
+	return &apiError{status: status, body: gatewayapi.Error{Type: typ, Code: code, Message: msg}}
+}
+
+func errInvalid(param, msg string) *apiError {
+	e := newError(http.StatusBadRequest, gatewayapi.TypeInvalidRequest, gatewayapi.CodeInvalidRequest, msg)
+	e.body.Param = param
+	return e
+}
+
+func errGrant(code, msg string) *apiError {
+	e := newError(http.StatusTooManyRequests, gatewayapi.TypeRateLimit, code, msg)
+	switch code {
+	case gatewayapi.CodeFinalizeOnly:
+		e.fault = "FinalizeOnly"
+	default:
+		e.fault = "GrantExhausted"
+	}
+	return e
+}
+
+func errRunTerminated(msg string) *apiError {
+	return newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeRunTerminated, msg)
+}
+
+func errSuperseded(msg string) *apiError {
+	return newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeAttemptSuperseded, msg)
+}
+
+func errNotPersisted(msg string) *apiError {
+	return newError(http.StatusServiceUnavailable, gatewayapi.TypeServer, gatewayapi.CodeNotPersisted, msg)
+}
+
+// writeError answers e. Refusals carry x-should-retry: false, so the
+// official OpenAI SDKs do not retry what would be refused again.
+func writeError(w http.ResponseWriter, e *apiError) {
+	w.Header().Set("Content-Type", "application/json")
+	if e.status == http.StatusTooManyRequests || e.status == http.StatusConflict || e.status < 500 {
+		w.Header().Set(gatewayapi.HeaderShouldRetry, "false")
+	}
+	w.WriteHeader(e.status)
+	_ = json.NewEncoder(w).Encode(gatewayapi.ErrorBody{Error: e.body})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,398 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// A keeper is the gateway's hold on one attempt: the attempt's spec as last
+// seen (grant, phase, mode, directives, approvals) and its facts, of which the
+// gateway is the only author. Facts are kept in memory (the source of truth
+// for what RunAttempt status says) and written:
+//   - coalesced: the first fact after a write arms a timer of FlushInterval;
+//     every fact until it fires rides on the same write;
+//   - at once ("urgent"): write-ahead records, awaited approvals, finish,
+//     settlement and escalations, whose callers wait until they are durable.
+//
+// A conflict re-reads the RunAttempt and re-applies the facts; any other
+// failure keeps them dirty and retries on the next interval, so an accepted
+// fact is never dropped. A restarted gateway seeds a new keeper from the
+// RunAttempt status: at most one flush interval of coalesced counts is lost,
+// never a write-ahead record.
+type keeper struct {
+	g   *Gateway
+	key types.NamespacedName
+	log logr.Logger
+
+	mu       sync.Mutex
+	obj      *v1alpha1.RunAttempt // metadata and spec; status is never read back after seeding
+	facts    facts
+	tokens   int64 // tokens reserved by model requests under way
+	calls    map[string]*admitted
+	seq      uint64 // version of the facts
+	written  uint64 // latest version durably written
+	dirty    bool
+	deleted  bool
+	armed    bool
+	flush    clock.Timer
+	lastSeen time.Time // when the agent last called, its heartbeat
+	beatAt   time.Time // the heartbeat last written
+	lastErr  error
+	rev      uint64 // version of the agent's view
+	wake     chan struct{}
+	kick     chan struct{}
+	active   time.Time // last request, for retiring idle keepers
+}
+
+// admitted is a tool call the gateway admitted and awaits the outcome of.
+type admitted struct {
+	tool       string
+	effect     v1alpha1.Effect
+	argsHash   string
+	writeAhead bool
+	// section and content are a publication call's arguments: what was
+	// approved is what may be published.
+	section, content string
+}
+
+func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
+	k := &keeper{
+		g:     g,
+		key:   types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name},
+		log:   g.log.WithValues("runattempt", obj.Namespace+"/"+obj.Name),
+		calls: map[string]*admitted{},
+		wake:  make(chan struct{}),
+		kick:  make(chan struct{}, 1),
+	}
+	k.facts.seed(obj.Status)
+	if hb := obj.Status.HeartbeatTime; hb != nil {
+		k.lastSeen, k.beatAt = hb.Time, hb.Time
+	}
+	k.obj = obj.DeepCopy()
+	k.obj.Status = v1alpha1.RunAttemptStatus{}
+	k.active = g.clock.Now()
+	return k
+}
+
+// run writes the facts when they are due, until ctx ends.
+func (k *keeper) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-k.kick:
+		}
+		_ = k.writeOnce(ctx)
+	}
+}
+
+func (k *keeper) signal() {
+	select {
+	case k.kick <- struct{}{}:
+	default:
+	}
+}
+
+// markLocked records that the facts changed: urgent facts are written at
+// once, others within FlushInterval.
+func (k *keeper) markLocked(urgent bool) {
+	k.seq++
+	k.rev++
+	k.dirty = true
+	k.broadcastLocked()
+	if urgent {
+		k.signal()
+		return
+	}
+	if !k.armed {
+		k.armed = true
+		if k.flush != nil {
+			k.flush.Stop()
+		}
+		k.flush = k.g.clock.AfterFunc(k.g.opts.FlushInterval, k.signal)
+	}
+}
+
+func (k *keeper) broadcastLocked() {
+	close(k.wake)
+	k.wake = make(chan struct{})
+}
+
+// touch records that the agent called: its heartbeat. A heartbeat is
+// written (coalesced) when the last one written is a third of the
+// heartbeat interval old.
+func (k *keeper) touch() {
+	now := k.g.clock.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.lastSeen, k.active = now, now
+	if now.Sub(k.beatAt) >= heartbeatInterval(k.obj.Spec)/3 {
+		k.markLocked(false)
+	}
+}
+
+// writeOnce writes the facts if they changed, retrying conflicts by re-reading
+// the RunAttempt (live) and re-applying the facts.
+func (k *keeper) writeOnce(ctx context.Context) error {
+	for try := 0; ; try++ {
+		k.mu.Lock()
+		if k.deleted || !k.dirty {
+			k.mu.Unlock()
+			return nil
+		}
+		obj := k.obj.DeepCopy()
+		seq := k.seq
+		obj.Status = k.facts.render()
+		obj.Status.ObservedGeneration = obj.Generation
+		beat := k.lastSeen
+		if !beat.IsZero() {
+			obj.Status.HeartbeatTime = &metav1.Time{Time: beat}
+		}
+		k.dirty = false
+		k.armed = false
+		if k.flush != nil {
+			k.flush.Stop()
+		}
+		k.mu.Unlock()
+
+		start := k.g.clock.Now()
+		err := k.g.opts.Client.Status().Update(ctx, obj)
+		k.g.metrics.statusWrites.WithLabelValues(writeResult(err)).Inc()
+		k.g.metrics.statusWriteSeconds.Observe(k.g.clock.Since(start).Seconds())
+		if err == nil {
+			k.applySpec(obj)
+			k.mu.Lock()
+			k.written = max(k.written, seq)
+			k.beatAt = beat
+			k.lastErr = nil
+			k.broadcastLocked()
+			k.mu.Unlock()
+			return nil
+		}
+
+		k.mu.Lock()
+		k.dirty = true // not written: the facts stay to be written
+		k.mu.Unlock()
+		if apierrors.IsNotFound(err) {
+			k.markDeleted()
+			return err
+		}
+		if apierrors.IsConflict(err) && try < k.g.opts.MaxConflictRetries {
+			fresh := &v1alpha1.RunAttempt{}
+			gerr := k.g.opts.APIReader.Get(ctx, k.key, fresh)
+			if gerr == nil {
+				k.applySpec(fresh)
+				continue
+			}
+			if apierrors.IsNotFound(gerr) {
+				k.markDeleted()
+				return gerr
+			}
+			err = gerr
+		}
+		k.log.Error(err, "Could not write RunAttempt status; facts kept for the next interval")
+		k.mu.Lock()
+		k.lastErr = err
+		k.markLocked(false) // re-arm the flush timer
+		k.mu.Unlock()
+		return err
+	}
+}
+
+func writeResult(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case apierrors.IsConflict(err):
+		return "conflict"
+	}
+	return "error"
+}
+
+// waitWritten waits until the facts of version target are durable.
+func (k *keeper) waitWritten(ctx context.Context, target uint64) error {
+	for {
+		k.mu.Lock()
+		switch {
+		case k.written >= target:
+			k.mu.Unlock()
+			return nil
+		case k.deleted:
+			k.mu.Unlock()
+			return fmt.Errorf("RunAttempt %s was deleted", k.key)
+		}
+		ch, lastErr := k.wake, k.lastErr
+		k.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			if lastErr != nil {
+				return fmt.Errorf("%w (last write error: %v)", context.Cause(ctx), lastErr)
+			}
+			return context.Cause(ctx)
+		}
+	}
+}
+
+// commit records an urgent change made by fn and waits until it is durable.
+func (k *keeper) commit(ctx context.Context, fn func()) error {
+	k.mu.Lock()
+	fn()
+	k.markLocked(true)
+	target := k.seq
+	k.mu.Unlock()
+	return k.waitWritten(ctx, target)
+}
+
+// record records a coalesced change made by fn.
+func (k *keeper) record(fn func()) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	fn()
+	k.markLocked(false)
+}
+
+// applySpec takes a newly read RunAttempt's metadata and spec; an older
+// resource version than the one held is ignored.
+func (k *keeper) applySpec(obj *v1alpha1.RunAttempt) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.obj != nil && olderRV(obj.ResourceVersion, k.obj.ResourceVersion) {
+		return
+	}
+	changed := k.obj == nil || !equality.Semantic.DeepEqual(k.obj.Spec, obj.Spec)
+	k.obj = obj.DeepCopy()
+	k.obj.Status = v1alpha1.RunAttemptStatus{}
+	if changed {
+		k.rev++
+	}
+	k.broadcastLocked()
+}
+
+func (k *keeper) markDeleted() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.deleted = true
+	k.rev++
+	k.broadcastLocked()
+}
+
+// refresh re-reads the RunAttempt from the gateway's reader (its cache): a
+// safety net for a missed informer event.
+func (k *keeper) refresh(ctx context.Context) {
+	fresh := &v1alpha1.RunAttempt{}
+	err := k.g.opts.Client.Get(ctx, k.key, fresh)
+	switch {
+	case err == nil:
+		k.applySpec(fresh)
+	case apierrors.IsNotFound(err):
+		k.markDeleted()
+	}
+}
+
+// stoppedLocked says why nothing more is served, or nil.
+func (k *keeper) stoppedLocked() *apiError {
+	spec := k.obj.Spec
+	switch {
+	case k.deleted:
+		return errRunTerminated(fmt.Sprintf("RunAttempt %s no longer exists; nothing more is served", k.key))
+	case spec.RunPhase == v1alpha1.PhaseTerminated:
+		return errRunTerminated(fmt.Sprintf("run %s is Terminated; attempt %d is served nothing more", spec.RunName, spec.Attempt))
+	case spec.Superseded:
+		return errSuperseded(fmt.Sprintf("attempt %d of run %s was superseded by a newer attempt; it is served nothing more",
+			spec.Attempt, spec.RunName))
+	}
+	return nil
+}
+
+// view renders the agent's view of the attempt.
+func (k *keeper) view() gatewayapi.Attempt {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.viewLocked()
+}
+
+func (k *keeper) viewLocked() gatewayapi.Attempt {
+	spec := k.obj.Spec
+	v := gatewayapi.Attempt{
+		Namespace: k.key.Namespace, Run: spec.RunName, RunAttempt: k.key.Name, Attempt: spec.Attempt,
+		Goal: spec.Goal, Phase: spec.RunPhase, Finalizing: isFinalizing(spec), Superseded: spec.Superseded,
+		Mode: spec.Mode, Grant: spec.Grant, Used: k.facts.usage,
+		Directives: slices.Clone(spec.Directives), Deadline: spec.Deadline,
+		HeartbeatSeconds: int64(heartbeatInterval(spec) / time.Second),
+		Policy:           spec.Policy.Name, Tools: slices.Clone(spec.Policy.Tools),
+		Chain: slices.Clone(spec.Policy.ResolvedChain), AutoApprove: slices.Clone(spec.Policy.AutoApprove),
+		Approvals: slices.Clone(spec.Approvals), AwaitingApproval: slices.Clone(k.facts.awaiting),
+		Steps: k.facts.steps, LastProgressStep: k.facts.lastProgressStep,
+		FinishProposed: k.facts.finishProposed, Publication: k.facts.publication,
+		Checkpoint: k.facts.checkpoint, Revision: k.rev,
+	}
+	if k.deleted {
+		v.Phase = v1alpha1.PhaseTerminated
+	}
+	for _, m := range spec.Policy.Models {
+		v.Models = append(v.Models, m.Name)
+	}
+	return v
+}
+
+// settledIdle reports whether the keeper can be retired: the attempt is over,
+// every fact is durable and nobody called for idle.
+func (k *keeper) settledIdle(now time.Time, idle time.Duration) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	over := k.deleted || k.obj.Spec.RunPhase == v1alpha1.PhaseTerminated || k.obj.Spec.Superseded
+	return over && !k.dirty && k.written >= k.seq && now.Sub(k.active) >= idle
+}
+
+func isFinalizing(spec v1alpha1.RunAttemptSpec) bool {
+	return spec.RunPhase == v1alpha1.PhaseFinalizing || spec.Grant.FinalizeOnly
+}
+
+// DefaultHeartbeatInterval is used when the RunAttempt sets none.
+const DefaultHeartbeatInterval = 10 * time.Second
+
+func heartbeatInterval(spec v1alpha1.RunAttemptSpec) time.Duration {
+	if spec.HeartbeatInterval != nil && spec.HeartbeatInterval.Duration > 0 {
+		return spec.HeartbeatInterval.Duration
+	}
+	return DefaultHeartbeatInterval
+}
+
+// olderRV reports whether resource version rv is older than cur, when both
+// are the integers the API server uses in practice.
+func olderRV(rv, cur string) bool {
+	x, err1 := strconv.ParseUint(rv, 10, 64)
+	y, err2 := strconv.ParseUint(cur, 10, 64)
+	return err1 == nil && err2 == nil && x < y
+}
