@@ -43,6 +43,7 @@ import (
 
 	agentrunv1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/controller"
+	"github.com/agentrun-dev/agentrun/internal/runpod"
 	webhookv1alpha1 "github.com/agentrun-dev/agentrun/internal/webhook/v1alpha1"
 	// +kubebuilder:scaffold:imports
 )
@@ -72,9 +73,15 @@ func main() {
 	var tlsOpts []func(*tls.Config)
 	var leaderElectionNamespace, webhookHost string
 	var workers int
+	var gatewayURL, gatewayCAFile string
 	var qps float64
 	var burst int
 	flag.IntVar(&workers, "run-workers", 4, "Concurrent ResearchRun reconciles.")
+	flag.StringVar(&gatewayURL, "gateway-url", controller.DefaultGatewayURL,
+		"Base URL attempt pods reach agentrun-gateway at (set on every attempt container).")
+	flag.StringVar(&gatewayCAFile, "gateway-ca-file", "",
+		"PEM bundle that signs the gateway's certificate; the operator keeps it in ConfigMap "+
+			runpod.DefaultGatewayCAConfigMap+" of every namespace with attempts. Empty: the certificate is publicly trusted.")
 	flag.StringVar(&leaderElectionNamespace, "leader-election-namespace", "",
 		"Namespace of the leader-election Lease (default: the pod's namespace; required outside a cluster).")
 	flag.StringVar(&webhookHost, "webhook-host", "", "Address the webhook server binds to (default: all interfaces).")
@@ -227,12 +234,21 @@ func main() {
 		setupLog.Error(err, "Failed to create controller", "controller", "session")
 		os.Exit(1)
 	}
+	var gatewayCA []byte
+	if gatewayCAFile != "" {
+		if gatewayCA, err = os.ReadFile(gatewayCAFile); err != nil {
+			setupLog.Error(err, "Failed to read the gateway CA", "file", gatewayCAFile)
+			os.Exit(1)
+		}
+	}
 	if err := (&controller.ResearchRunReconciler{
 		Client:                  mgr.GetClient(),
 		APIReader:               mgr.GetAPIReader(),
 		Scheme:                  mgr.GetScheme(),
 		Clock:                   clock.RealClock{},
 		MaxConcurrentReconciles: workers,
+		Gateway:                 runpod.Gateway{URL: gatewayURL},
+		GatewayCA:               gatewayCA,
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "researchrun")
 		os.Exit(1)

@@ -61,6 +61,9 @@ type options struct {
 	noBuild      bool
 	autoApprove  bool
 	noLeaderElec bool
+	providerURL  string
+	providerKey  string
+	providerName string
 }
 
 func main() {
@@ -81,6 +84,10 @@ func main() {
 	flag.BoolVar(&o.autoApprove, "auto-approve", false,
 		"approve every action a run asks approval for (implied by --exit-when-done)")
 	flag.BoolVar(&o.noLeaderElec, "no-leader-elect", false, "run the operator without leader election")
+	flag.StringVar(&o.providerURL, "provider-url", "",
+		"a real OpenAI-compatible provider (e.g. https://api.openai.com/v1): the sample policies also serve it as model \"real\"")
+	flag.StringVar(&o.providerKey, "provider-key-file", "", "file holding the provider's API key (kept in a Secret only the gateway reads)")
+	flag.StringVar(&o.providerName, "provider-model", "gpt-4o-mini", "the provider's model id behind model \"real\"")
 	flag.Parse()
 
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -121,9 +128,13 @@ func run(ctx context.Context, o options) int {
 		return fail(err)
 	}
 	operatorBin := filepath.Join(dir, "manager")
+	gatewayBin := filepath.Join(dir, "gateway")
 	agentBin := filepath.Join(dir, "research-agent")
 	if !o.noBuild {
 		if err := stack.GoBuild(ctx, root, "./cmd", operatorBin, os.Stdout); err != nil {
+			return fail(err)
+		}
+		if err := stack.GoBuild(ctx, root, "./cmd/gateway", gatewayBin, os.Stdout); err != nil {
 			return fail(err)
 		}
 		agentPkg := "./cmd/research-agent"
@@ -145,6 +156,7 @@ func run(ctx context.Context, o options) int {
 		Assets:                assets,
 		Dir:                   dir,
 		OperatorBinary:        operatorBin,
+		GatewayBinary:         gatewayBin,
 		Images:                images,
 		Out:                   os.Stdout,
 		DisableLeaderElection: o.noLeaderElec,
@@ -172,7 +184,11 @@ func run(ctx context.Context, o options) int {
 	say("    kubectl get agentrun        # every agentrun object")
 	say("    kubectl logs <pod>          # an agent's output (also in %s/pods/<ns>_<pod>_<uid>/<container>.log)", relDir)
 	say("")
-	say("Logs: %s/logs/{operator,local-node,kube-apiserver,etcd}.log   metrics: %s", relDir, s.MetricsURL)
+	say("Gateway: %s (the agents' only door: %s/v1 for models, %s/agentrun/v1/self for facts; CA %s)",
+		s.GatewayURL, s.GatewayURL, s.GatewayURL, rel(root, s.GatewayCAFile))
+	say("Scripted upstream (the samples' model provider): %s", s.UpstreamURL)
+	say("Logs: %s/logs/{operator,gateway,local-node,kube-apiserver,etcd}.log   metrics: %s, %s",
+		relDir, s.MetricsURL, s.GatewayMetricsURL)
 	say("Images: %s", images)
 	say("")
 
@@ -181,9 +197,16 @@ func run(ctx context.Context, o options) int {
 		<-ctx.Done()
 		return 0
 	}
-	samples, err := loadSamples(o.samplesDir)
+	samples, err := loadSamples(o.samplesDir, map[string]string{"AGENTRUN_DEV_UPSTREAM": s.UpstreamURL})
 	if err != nil {
 		return fail(err)
+	}
+	if o.providerURL != "" {
+		if samples, err = withProvider(ctx, s, samples, o); err != nil {
+			return fail(err)
+		}
+		say("Provider %s serves model \"real\" (%s) to the sample policies; run the reference agent with --provider=openai --model=real",
+			o.providerURL, o.providerName)
 	}
 	w := &watcher{s: s, autoApprove: o.autoApprove || o.once, began: began, out: os.Stdout}
 	if err := w.apply(ctx, samples); err != nil {

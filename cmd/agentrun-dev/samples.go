@@ -49,7 +49,10 @@ var builtinSamples embed.FS
 
 // loadSamples returns the objects of every YAML file of dir (or of the
 // built-in samples), files in name order.
-func loadSamples(dir string) ([]*unstructured.Unstructured, error) {
+//
+// Every ${NAME} of vars in the files is replaced with its value first (the
+// built-in policies name their model's base URL ${AGENTRUN_DEV_UPSTREAM}).
+func loadSamples(dir string, vars map[string]string) ([]*unstructured.Unstructured, error) {
 	var fsys fs.FS = builtinSamples
 	base := "samples"
 	if dir != "" {
@@ -65,6 +68,9 @@ func loadSamples(dir string) ([]*unstructured.Unstructured, error) {
 		data, err := fs.ReadFile(fsys, name)
 		if err != nil {
 			return nil, err
+		}
+		for k, v := range vars {
+			data = []byte(strings.ReplaceAll(string(data), "${"+k+"}", v))
 		}
 		objs, err := stack.DecodeYAML(data)
 		if err != nil {
@@ -325,4 +331,40 @@ func (w *watcher) exitCode() int {
 		return 0
 	}
 	return 1
+}
+
+// withProvider keeps the provider's key in Secret agentrun-dev-provider (in
+// the default namespace; only the gateway reads it) and adds model "real" to
+// every RuntimePolicy sample.
+func withProvider(ctx context.Context, s *stack.Stack, objs []*unstructured.Unstructured, o options) ([]*unstructured.Unstructured, error) {
+	var key []byte
+	if o.providerKey != "" {
+		raw, err := os.ReadFile(o.providerKey)
+		if err != nil {
+			return nil, fmt.Errorf("--provider-key-file: %w", err)
+		}
+		key = []byte(strings.TrimSpace(string(raw)))
+	}
+	model := map[string]any{"name": "real", "baseURL": o.providerURL, "upstreamModel": o.providerName}
+	if len(key) > 0 {
+		sec := &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "agentrun-dev-provider"},
+			Data:       map[string][]byte{"api-key": key},
+		}
+		if err := s.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
+			return nil, err
+		}
+		model["apiKeySecretRef"] = map[string]any{"name": sec.Name, "key": "api-key"}
+	}
+	for _, u := range objs {
+		if u.GetKind() != "RuntimePolicy" {
+			continue
+		}
+		models, _, _ := unstructured.NestedSlice(u.Object, "spec", "models")
+		models = append(models, model)
+		if err := unstructured.SetNestedSlice(u.Object, models, "spec", "models"); err != nil {
+			return nil, err
+		}
+	}
+	return objs, nil
 }

@@ -85,9 +85,13 @@ type ResearchRunReconciler struct {
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles is the number of workers (default 4).
 	MaxConcurrentReconciles int
-	// RunnerClusterRole is bound to the runner service account in every
-	// namespace with attempts (default agentrun-runner).
-	RunnerClusterRole string
+	// Gateway says how attempt pods reach agentrun-gateway (its URL, and the
+	// ConfigMap in each namespace that holds its CA).
+	Gateway runpod.Gateway
+	// GatewayCA is the gateway's CA bundle (PEM), kept in Gateway.CAConfigMap
+	// in every namespace with attempts; nil when the gateway's certificate is
+	// publicly trusted.
+	GatewayCA []byte
 
 	// facts records when an unprocessed fact arrived, per run, for the
 	// fact-to-decision latency metric.
@@ -503,7 +507,7 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1.ResearchR
 		if g.policy != nil && g.policy.Spec.RunnerServiceAccountName != "" {
 			sa = g.policy.Spec.RunnerServiceAccountName
 		}
-		built, err := runpod.Build(run, n, sa)
+		built, err := runpod.Build(run, n, sa, r.Gateway)
 		if err != nil {
 			return err
 		}
@@ -585,10 +589,13 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.facts = newFactClock(r.Clock)
 	registerPhaseCollector(mgr.GetCache())
 	r.podExpectations = newExpectations(r.Clock, time.Minute)
-	if r.RunnerClusterRole == "" {
-		r.RunnerClusterRole = DefaultRunnerClusterRole
+	if r.Gateway.URL == "" {
+		r.Gateway.URL = DefaultGatewayURL
 	}
-	r.runners = &runners{clusterRole: r.RunnerClusterRole, ready: map[string]bool{}}
+	if len(r.GatewayCA) > 0 && r.Gateway.CAConfigMap == "" {
+		r.Gateway.CAConfigMap = runpod.DefaultGatewayCAConfigMap
+	}
+	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, ready: map[string]bool{}}
 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

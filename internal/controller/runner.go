@@ -5,7 +5,7 @@ Licensed under the Apache License, Version 2.0 (the "License");
 you may not use this file except in compliance with the License.
 You may obtain a copy of the License at
 
-	http://www.apache.org/licenses/LICENSE-2.0
+    http://www.apache.org/licenses/LICENSE-2.0
 
 Unless required by applicable law or agreed to in writing, software
 distributed under the License is distributed on an "AS IS" BASIS,
@@ -13,31 +13,36 @@ WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
 See the License for the specific language governing permissions and
 limitations under the License.
 */
+
 package controller
 
 import (
+	"bytes"
 	"context"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
-// DefaultRunnerClusterRole is the ClusterRole attempt pods are bound to
-// (config/rbac/runner_role.yaml, named agentrun-runner once installed).
-const DefaultRunnerClusterRole = "agentrun-runner"
+// DefaultGatewayURL is where attempt pods reach agentrun-gateway when the
+// operator is told nothing else (config/gateway's Service).
+const DefaultGatewayURL = "https://agentrun-gateway.agentrun-system.svc:8443"
 
 // +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;create
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=agentrun-runner
+// +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;create;update
 
-// runners makes sure the runner service account exists in a namespace and is
-// bound to the runner ClusterRole, once per namespace and account per process.
+// runners makes sure a namespace with attempts has what attempt pods need:
+// the runner service account (an identity for the pod's gateway token; it is
+// bound to no role: attempt pods hold no API-server token and need no RBAC)
+// and the gateway's CA bundle, once per namespace and account per process.
 type runners struct {
-	clusterRole string
+	caConfigMap string
+	ca          []byte
 	mu          sync.Mutex
 	ready       map[string]bool
 }
@@ -51,7 +56,10 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 		return nil
 	}
 	labels := map[string]string{"app.kubernetes.io/managed-by": "agentrun"}
-	account := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa, Labels: labels}}
+	account := &corev1.ServiceAccount{
+		ObjectMeta:                   metav1.ObjectMeta{Namespace: namespace, Name: sa, Labels: labels},
+		AutomountServiceAccountToken: new(false),
+	}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(account), &corev1.ServiceAccount{}); apierrors.IsNotFound(err) {
 		if err := c.Create(ctx, account); err != nil && !apierrors.IsAlreadyExists(err) {
 			return err
@@ -59,20 +67,39 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 	} else if err != nil {
 		return err
 	}
-	binding := &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: sa, Labels: labels},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: namespace}},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r.clusterRole},
-	}
-	if err := reader.Get(ctx, client.ObjectKeyFromObject(binding), &rbacv1.RoleBinding{}); apierrors.IsNotFound(err) {
-		if err := c.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
+	if r.caConfigMap != "" && len(r.ca) > 0 {
+		if err := r.ensureCA(ctx, c, reader, namespace, labels); err != nil {
 			return err
 		}
-	} else if err != nil {
-		return err
 	}
 	r.mu.Lock()
 	r.ready[key] = true
 	r.mu.Unlock()
 	return nil
+}
+
+// ensureCA keeps the gateway's CA bundle in the namespace's CA ConfigMap.
+func (r *runners) ensureCA(ctx context.Context, c client.Client, reader client.Reader, namespace string, labels map[string]string) error {
+	cm := &corev1.ConfigMap{}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.caConfigMap}, cm)
+	switch {
+	case apierrors.IsNotFound(err):
+		cm = &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: r.caConfigMap, Labels: labels},
+			Data:       map[string]string{runpod.GatewayCAFile: string(r.ca)},
+		}
+		if err := c.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	case err != nil:
+		return err
+	case bytes.Equal([]byte(cm.Data[runpod.GatewayCAFile]), r.ca):
+		return nil
+	}
+	if cm.Data == nil {
+		cm.Data = map[string]string{}
+	}
+	cm.Data[runpod.GatewayCAFile] = string(r.ca)
+	return c.Update(ctx, cm)
 }

@@ -66,6 +66,8 @@ type podRun struct {
 	grace    *time.Timer
 	finished bool
 
+	volumes map[string]string // volume name → local directory
+
 	cancel context.CancelFunc // ends the start sequence and the token refresher
 	done   chan struct{}      // closed when every process has exited
 }
@@ -508,6 +510,13 @@ func (p *provider) prepare(ctx context.Context, pr *podRun, pod *corev1.Pod) ([]
 		}
 		env = append(env, EnvKubeconfig+"="+creds.kubeconfig)
 	}
+	vols, err := p.n.prepareVolumes(ctx, pod, pr.dir)
+	if err != nil {
+		return nil, err
+	}
+	pr.mu.Lock()
+	pr.volumes = vols
+	pr.mu.Unlock()
 	return env, nil
 }
 
@@ -521,6 +530,12 @@ func (p *provider) start(pr *podRun, c *ctrRun, base []string) error {
 		return err
 	}
 	podEnv := containerEnv(pod, &c.spec)
+	pr.mu.Lock()
+	mm := mounts(&c.spec, pr.volumes)
+	pr.mu.Unlock()
+	for i := range podEnv {
+		podEnv[i].Value = mm.rewrite(podEnv[i].Value)
+	}
 	vars := map[string]string{}
 	for _, kv := range base {
 		k, v, _ := strings.Cut(kv, "=")
@@ -532,6 +547,9 @@ func (p *provider) start(pr *podRun, c *ctrRun, base []string) error {
 	exe, args, err := commandLine(bin, &c.spec, vars)
 	if err != nil {
 		return err
+	}
+	for i := range args {
+		args[i] = mm.rewrite(args[i])
 	}
 	env := append([]string{}, base...)
 	for _, e := range podEnv {

@@ -32,6 +32,7 @@ import (
 	"k8s.io/pod-security-admission/policy"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
 const (
@@ -54,7 +55,32 @@ const (
 	// scratchVolume is the scratch volume's name, unless the template already
 	// has a volume of that name.
 	scratchVolume = "tmp"
+
+	// GatewayVolume is the projected volume holding the attempt's gateway
+	// token and the gateway's CA, mounted read-only at GatewayMountPath in
+	// every container.
+	GatewayVolume = "agentrun-gateway"
+	// GatewayMountPath is where the gateway volume is mounted.
+	GatewayMountPath = "/var/run/secrets/agentrun.dev/gateway"
+	// GatewayTokenFile and GatewayCAFile are the files in it.
+	GatewayTokenFile = "token"
+	GatewayCAFile    = "ca.crt"
+	// DefaultGatewayCAConfigMap is the ConfigMap (in the run's namespace)
+	// the operator keeps the gateway's CA bundle in, key ca.crt.
+	DefaultGatewayCAConfigMap = "agentrun-gateway-ca"
+	// GatewayTokenSeconds is the projected token's lifetime; the kubelet
+	// rotates it at 80%.
+	GatewayTokenSeconds = 3600
 )
+
+// Gateway says how attempt pods reach agentrun-gateway.
+type Gateway struct {
+	// URL is the gateway's base URL.
+	URL string
+	// CAConfigMap is the ConfigMap holding the gateway's CA (key ca.crt);
+	// empty when the gateway's certificate is publicly trusted.
+	CAConfigMap string
+}
 
 // restrictedLatest is the level Build hardens to and checks against.
 var restrictedLatest = psapi.LevelVersion{Level: psapi.LevelRestricted, Version: psapi.LatestVersion()}
@@ -71,10 +97,15 @@ var evaluator = sync.OnceValues(func() (policy.Evaluator, error) {
 // template's labels and annotations plus the run, attempt, session,
 // managed-by and name labels (which win over the template's); restartPolicy
 // is Never (a failure becomes a new attempt, not a restart); it runs as
-// serviceAccount (unless empty) with its token mounted (the agent writes its
-// facts with it); every container and init container is told its namespace,
-// run, attempt, RunAttempt, pod name and pod UID in env, appended after the
-// template's env (a name the template already sets keeps the template's value).
+// serviceAccount (unless empty) with no API-server token at all
+// (automountServiceAccountToken false): its only credential is a projected
+// token of audience agentrun-gateway, which the API server itself refuses,
+// mounted with the gateway's CA at GatewayMountPath. Every container and init
+// container is told its namespace, run, attempt, RunAttempt, pod name and pod
+// UID, the gateway's URL, token and CA files, and OPENAI_BASE_URL (the
+// gateway's model door, which the official OpenAI SDKs read) in env,
+// appended after the template's env (a name the template already sets keeps
+// the template's value).
 //
 // Hardening to the restricted Pod Security Standard fills only fields the
 // template leaves unset: pod runAsNonRoot true and seccompProfile
@@ -82,7 +113,7 @@ var evaluator = sync.OnceValues(func() (policy.Evaluator, error) {
 // false, capabilities drop ALL, runAsNonRoot true and readOnlyRootFilesystem
 // true; an emptyDir at /tmp for containers that mount nothing there. A
 // template value the standard forbids is a *TemplateError naming the field.
-func Build(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string) (*corev1.Pod, error) {
+func Build(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string, gw Gateway) (*corev1.Pod, error) {
 	switch {
 	case run == nil:
 		return nil, errors.New("runpod: run is nil")
@@ -99,7 +130,7 @@ func Build(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string) (*co
 		return nil, &TemplateError{Errors: errs}
 	}
 
-	pod := assemble(run, attempt, serviceAccount, tmpl)
+	pod := assemble(run, attempt, serviceAccount, gw, tmpl)
 	if err := checkRestricted(pod); err != nil {
 		return nil, err
 	}
@@ -108,7 +139,7 @@ func Build(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string) (*co
 
 // assemble makes the pod from the template (a copy it may keep), without
 // validating it.
-func assemble(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string, tmpl *corev1.PodTemplateSpec) *corev1.Pod {
+func assemble(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string, gw Gateway, tmpl *corev1.PodTemplateSpec) *corev1.Pod {
 	name := Name(run.Name, attempt)
 	labels := make(map[string]string, len(tmpl.Labels)+5)
 	maps.Copy(labels, tmpl.Labels)
@@ -134,12 +165,13 @@ func assemble(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string, t
 		spec.ServiceAccountName = serviceAccount
 		spec.DeprecatedServiceAccount = ""
 	}
-	spec.AutomountServiceAccountToken = new(true)
+	spec.AutomountServiceAccountToken = new(false)
 
 	harden(spec)
 	addScratch(spec)
+	addGateway(spec, gw)
 	for _, c := range containers(spec) {
-		addEnv(c, run, attempt, name)
+		addEnv(c, run, attempt, name, gw)
 	}
 	return pod
 }
@@ -241,20 +273,58 @@ func unusedVolumeName(spec *corev1.PodSpec) string {
 	return name
 }
 
+// addGateway adds the projected gateway volume (token of audience
+// agentrun-gateway, and the CA) and mounts it in every container.
+func addGateway(spec *corev1.PodSpec, gw Gateway) {
+	if gw.URL == "" {
+		return
+	}
+	sources := []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{
+		Audience: gatewayapi.Audience, ExpirationSeconds: new(int64(GatewayTokenSeconds)), Path: GatewayTokenFile,
+	}}}
+	if gw.CAConfigMap != "" {
+		sources = append(sources, corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
+			LocalObjectReference: corev1.LocalObjectReference{Name: gw.CAConfigMap},
+			Items:                []corev1.KeyToPath{{Key: GatewayCAFile, Path: GatewayCAFile}},
+		}})
+	}
+	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == GatewayVolume })
+	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: GatewayVolume, VolumeSource: corev1.VolumeSource{
+		Projected: &corev1.ProjectedVolumeSource{Sources: sources, DefaultMode: new(int32(0o440))},
+	}})
+	for _, c := range containers(spec) {
+		c.VolumeMounts = slices.DeleteFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool { return m.Name == GatewayVolume })
+		c.VolumeMounts = append(c.VolumeMounts, corev1.VolumeMount{Name: GatewayVolume, MountPath: GatewayMountPath, ReadOnly: true})
+	}
+}
+
 // addEnv appends the agent's identity to the container's env, skipping names
 // the template already sets.
-func addEnv(c *corev1.Container, run *v1alpha1.ResearchRun, attempt int32, name string) {
+func addEnv(c *corev1.Container, run *v1alpha1.ResearchRun, attempt int32, name string, gw Gateway) {
 	fieldRef := func(fieldPath string) *corev1.EnvVarSource {
 		return &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: fieldPath}}
 	}
-	for _, e := range []corev1.EnvVar{
+	env := []corev1.EnvVar{
 		{Name: v1alpha1.EnvNamespace, Value: run.Namespace},
 		{Name: v1alpha1.EnvRun, Value: run.Name},
 		{Name: v1alpha1.EnvAttempt, Value: strconv.FormatInt(int64(attempt), 10)},
 		{Name: v1alpha1.EnvRunAttempt, Value: name},
 		{Name: EnvPodName, ValueFrom: fieldRef("metadata.name")},
 		{Name: EnvPodUID, ValueFrom: fieldRef("metadata.uid")},
-	} {
+	}
+	if gw.URL != "" {
+		env = append(env,
+			corev1.EnvVar{Name: gatewayapi.EnvGatewayURL, Value: gw.URL},
+			corev1.EnvVar{Name: gatewayapi.EnvTokenFile, Value: path.Join(GatewayMountPath, GatewayTokenFile)},
+			corev1.EnvVar{Name: gatewayapi.EnvOpenAIBaseURL, Value: gw.URL + gatewayapi.ModelPathPrefix})
+		if gw.CAConfigMap != "" {
+			ca := path.Join(GatewayMountPath, GatewayCAFile)
+			env = append(env, corev1.EnvVar{Name: gatewayapi.EnvCAFile, Value: ca},
+				// Node's fetch (the official openai package) adds it to its roots.
+				corev1.EnvVar{Name: "NODE_EXTRA_CA_CERTS", Value: ca})
+		}
+	}
+	for _, e := range env {
 		if !slices.ContainsFunc(c.Env, func(t corev1.EnvVar) bool { return t.Name == e.Name }) {
 			c.Env = append(c.Env, e)
 		}

@@ -55,6 +55,7 @@ import (
 
 	v1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/localnode"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
 // The operator's identity and namespace, as config/default deploys it.
@@ -101,6 +102,12 @@ type Options struct {
 	Out io.Writer
 	// DisableLeaderElection runs the operator without --leader-elect.
 	DisableLeaderElection bool
+	// GatewayBinary is the built gateway (go build ./cmd/gateway).
+	GatewayBinary string
+	// GatewayArgs are appended to the gateway's flags.
+	GatewayArgs []string
+	// UpstreamLatency is the scripted upstream's fixed latency.
+	UpstreamLatency time.Duration
 }
 
 // Stack is a running local stack.
@@ -122,8 +129,19 @@ type Stack struct {
 	MetricsURL string
 	// LeaderElection says whether the operator runs with --leader-elect.
 	LeaderElection bool
-	// LogDir holds kube-apiserver.log, etcd.log, operator.log, local-node.log.
+	// LogDir holds kube-apiserver.log, etcd.log, operator.log, gateway.log, local-node.log.
 	LogDir string
+
+	// Gateway is the agentrun-gateway process; GatewayURL where attempt
+	// pods reach it; GatewayCAFile the CA that signs its certificate.
+	Gateway           *Operator
+	GatewayURL        string
+	GatewayCAFile     string
+	GatewayMetricsURL string
+	// Upstream is the scripted upstream (fake OpenAI-compatible provider)
+	// the samples' models point at; UpstreamURL its base URL (…/v1).
+	Upstream    *upstream.Server
+	UpstreamURL string
 
 	closers []io.Closer
 }
@@ -144,8 +162,8 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 		}
 	}()
 	out := opts.out()
-	if opts.Root == "" || opts.Assets == "" || opts.Dir == "" || opts.OperatorBinary == "" {
-		return nil, errors.New("stack: Root, Assets, Dir and OperatorBinary are required")
+	if opts.Root == "" || opts.Assets == "" || opts.Dir == "" || opts.OperatorBinary == "" || opts.GatewayBinary == "" {
+		return nil, errors.New("stack: Root, Assets, Dir, OperatorBinary and GatewayBinary are required")
 	}
 	var err error
 	if opts.Dir, err = filepath.Abs(opts.Dir); err != nil {
@@ -258,7 +276,15 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 		return nil, fmt.Errorf("starting the local node: %w", err)
 	}
 
-	// 4. The operator binary under its own identity.
+	// 4. The scripted upstream and the gateway under its own identity.
+	if err := s.startUpstream(); err != nil {
+		return nil, err
+	}
+	if err := s.startGateway(ctx); err != nil {
+		return nil, err
+	}
+
+	// 5. The operator binary under its own identity.
 	if err := s.startOperator(ctx); err != nil {
 		return nil, err
 	}
@@ -348,7 +374,7 @@ func (s *Stack) install(ctx context.Context) error {
 	if err := s.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	for _, dir := range []string{"rbac", "admission-policy"} {
+	for _, dir := range []string{"rbac", filepath.Join("gateway", "rbac"), "admission-policy"} {
 		objs, err := kustomizeDir(filepath.Join(s.opts.Root, "config", dir))
 		if err != nil {
 			return err
@@ -486,6 +512,9 @@ func (s *Stack) startOperator(ctx context.Context) error {
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
 		"--webhook-cert-path=" + wio.LocalServingCertDir,
 		fmt.Sprintf("--webhook-port=%d", wio.LocalServingPort),
+	}
+	if flags["gateway-url"] {
+		args = append(args, "--gateway-url="+s.GatewayURL, "--gateway-ca-file="+s.GatewayCAFile)
 	}
 	// Loopback only, when the binary lets us say so.
 	for _, f := range []string{"webhook-host", "webhook-bind-address"} {
@@ -638,6 +667,9 @@ func (s *Stack) Stop() {
 	var wg sync.WaitGroup
 	if s.Operator != nil {
 		wg.Go(func() { s.Operator.Stop(10 * time.Second) })
+	}
+	if s.Gateway != nil {
+		wg.Go(func() { s.Gateway.Stop(10 * time.Second) })
 	}
 	if s.Node != nil {
 		wg.Go(s.Node.Stop)

@@ -216,7 +216,7 @@ func templateErrors(run *v1.ResearchRun) field.ErrorList {
 	if probe.Namespace == "" {
 		probe.Namespace = "default"
 	}
-	_, err := runpod.Build(probe, 1, "")
+	_, err := runpod.Build(probe, 1, "", runpod.Gateway{URL: "https://agentrun-gateway", CAConfigMap: runpod.DefaultGatewayCAConfigMap})
 	var te *runpod.TemplateError
 	switch {
 	case err == nil:
