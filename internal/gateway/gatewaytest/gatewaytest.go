@@ -1,0 +1,292 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+// Package gatewaytest runs a real agentrun-gateway in the test process, for
+// the SDK's, the reference agent's and the gateway's own tests: the gateway's
+// HTTP server on loopback, in front of a fake API server (controller-runtime's
+// fake client, with status writes counted and, on demand, refused) holding
+// one RunAttempt, a static token for the attempt's pod, and the scripted
+// upstream as the model provider.
+package gatewaytest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
+	"github.com/agentrun-dev/agentrun/pkg/agent"
+)
+
+// Names of the test attempt.
+const (
+	Namespace  = "team"
+	Run        = "survey"
+	RunAttempt = "survey-1"
+	PodUID     = "pod-uid-1"
+	// Token is the attempt pod's bearer token.
+	Token = "token-of-survey-1"
+	// Model is the model the test policy serves.
+	Model = "scripted"
+	// DegradedModel is the model served under a Degrade directive.
+	DegradedModel = "scripted-small"
+)
+
+// Env is a running gateway in front of a fake API server.
+type Env struct {
+	T        testing.TB
+	Client   client.WithWatch
+	Gateway  *gateway.Gateway
+	Server   *httptest.Server
+	Upstream *upstream.Server
+	Registry *prometheus.Registry
+	Key      types.NamespacedName
+
+	// Writes counts successful status writes; Conflicts injects that many
+	// conflicts; Down makes status writes fail as if the API server were
+	// unreachable.
+	Writes    atomic.Int64
+	Conflicts atomic.Int64
+	Down      atomic.Bool
+}
+
+// Options adjusts an Env.
+type Options struct {
+	// Mutate changes the RunAttempt before the gateway starts.
+	Mutate func(*v1alpha1.RunAttempt)
+	// FlushInterval of the gateway (default 20ms).
+	FlushInterval time.Duration
+	// Objects are added to the fake API server too (Secrets, ConfigMaps).
+	Objects []client.Object
+}
+
+// Attempt is the test RunAttempt: Running, a grant of 10 model requests and
+// 10 tool calls, mode Auto, the research agent's tools, and two models.
+func Attempt() *v1alpha1.RunAttempt {
+	return &v1alpha1.RunAttempt{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: Namespace, Name: RunAttempt, Generation: 1, ResourceVersion: "",
+			Labels: map[string]string{v1alpha1.LabelRun: Run, v1alpha1.LabelAttempt: "1"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1alpha1.GroupVersion.String(), Kind: "ResearchRun", Name: Run, UID: "run-uid", Controller: new(true),
+			}},
+		},
+		Spec: v1alpha1.RunAttemptSpec{
+			RunName: Run, Attempt: 1, Goal: "survey the field", PodName: RunAttempt, PodUID: PodUID,
+			RunPhase: v1alpha1.PhaseRunning,
+			Grant:    v1alpha1.Grant{ModelRequests: 10, ToolCalls: 10},
+			Mode:     v1alpha1.ModeAuto,
+			Policy: v1alpha1.PolicySnapshot{
+				Name: "p",
+				Tools: []v1alpha1.Tool{
+					{Name: "http.get", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
+					{Name: "notes.write", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectWrite, Idempotent: true},
+					{Name: "report.publish", Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
+				},
+				AutoApprove: []string{"notes.write"},
+			},
+			HeartbeatInterval: &metav1.Duration{Duration: 10 * time.Second},
+		},
+	}
+}
+
+// Scheme knows the built-in types and agentrun.dev.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	if err := v1alpha1.AddToScheme(s); err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Start starts an Env; it is stopped when the test ends.
+func Start(t testing.TB, o Options) *Env {
+	t.Helper()
+	ra := Attempt()
+	e := &Env{T: t, Upstream: &upstream.Server{}, Registry: prometheus.NewRegistry(),
+		Key: types.NamespacedName{Namespace: Namespace, Name: RunAttempt}}
+	up := httptest.NewServer(e.Upstream)
+	t.Cleanup(up.Close)
+	ra.Spec.Policy.Models = []v1alpha1.Model{
+		{Name: Model, BaseURL: up.URL + "/v1", DegradedModel: DegradedModel},
+		{Name: DegradedModel, BaseURL: up.URL + "/v1", UpstreamModel: "scripted-small-v2"},
+	}
+	if o.Mutate != nil {
+		o.Mutate(ra)
+	}
+	if o.FlushInterval <= 0 {
+		o.FlushInterval = 20 * time.Millisecond
+	}
+	e.Client = fake.NewClientBuilder().
+		WithScheme(Scheme()).
+		WithObjects(append([]client.Object{ra}, o.Objects...)...).
+		WithStatusSubresource(&v1alpha1.RunAttempt{}).
+		WithInterceptorFuncs(interceptor.Funcs{
+			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+				if sub == "status" {
+					if e.Down.Load() {
+						return errors.New("dial tcp 10.0.0.1:443: connect: connection refused")
+					}
+					if e.Conflicts.Load() > 0 {
+						e.Conflicts.Add(-1)
+						return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "runattempts"},
+							obj.GetName(), errors.New("injected conflict"))
+					}
+				}
+				err := c.SubResource(sub).Update(ctx, obj, opts...)
+				if err == nil && sub == "status" {
+					e.Writes.Add(1)
+				}
+				return err
+			},
+		}).
+		Build()
+	e.startGateway(o.FlushInterval)
+	return e
+}
+
+func (e *Env) startGateway(flush time.Duration) {
+	g, err := gateway.New(gateway.Options{
+		Client: e.Client,
+		Authenticator: gateway.StaticTokens{Token: {
+			Username: "system:serviceaccount:" + Namespace + ":agentrun-runner", Namespace: Namespace,
+			PodName: RunAttempt, PodUID: PodUID,
+		}},
+		FlushInterval: flush,
+		PollInterval:  20 * time.Millisecond,
+		PodWait:       time.Second,
+		Registry:      e.Registry,
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	e.Gateway = g
+	e.Server = httptest.NewServer(g.Handler())
+	e.T.Cleanup(e.stopGateway)
+}
+
+func (e *Env) stopGateway() {
+	if e.Server == nil {
+		return
+	}
+	e.Server.CloseClientConnections()
+	e.Server.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = e.Gateway.Shutdown(ctx)
+	e.Server = nil
+}
+
+// Crash stops the gateway as a crash would: coalesced facts not yet written
+// are lost. Restart starts a new one (on a new URL).
+func (e *Env) Crash() {
+	e.Server.CloseClientConnections()
+	e.Server.Close()
+	e.Server = nil
+}
+
+// Restart starts a new gateway process in front of the same API server.
+func (e *Env) Restart() { e.startGateway(20 * time.Millisecond) }
+
+// URL is the gateway's base URL.
+func (e *Env) URL() string { return e.Server.URL }
+
+// AgentConfig is an SDK config for the attempt's pod.
+func (e *Env) AgentConfig() agent.Config {
+	return agent.Config{GatewayURL: e.URL(), Token: Token, PollInterval: 20 * time.Millisecond}
+}
+
+// Get returns the RunAttempt as the API server holds it.
+func (e *Env) Get() *v1alpha1.RunAttempt {
+	e.T.Helper()
+	ra := &v1alpha1.RunAttempt{}
+	if err := e.Client.Get(context.Background(), e.Key, ra); err != nil {
+		e.T.Fatal(err)
+	}
+	return ra
+}
+
+// Status returns the RunAttempt's status as the API server holds it.
+func (e *Env) Status() v1alpha1.RunAttemptStatus { return e.Get().Status }
+
+// UpdateSpec changes the RunAttempt's spec as the operator would, and tells
+// the gateway (as its informer would).
+func (e *Env) UpdateSpec(mutate func(*v1alpha1.RunAttemptSpec)) {
+	e.T.Helper()
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		ra := &v1alpha1.RunAttempt{}
+		if err := e.Client.Get(context.Background(), e.Key, ra); err != nil {
+			return err
+		}
+		mutate(&ra.Spec)
+		ra.Generation++
+		if err := e.Client.Update(context.Background(), ra); err != nil {
+			return err
+		}
+		e.Gateway.Observe(ra)
+		return nil
+	})
+	if err != nil {
+		e.T.Fatal(err)
+	}
+}
+
+// Do sends an authenticated request to the gateway (token "" for none).
+func (e *Env) Do(method, path, token string, body []byte) *http.Response {
+	e.T.Helper()
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequest(method, e.URL()+path, rd)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	return resp
+}
