@@ -90,10 +90,35 @@ func agentEnv(n string) []corev1.EnvVar {
 		{Name: "AGENTRUN_RUNATTEMPT", Value: testRun + "-" + n},
 		{Name: "POD_NAME", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"}}},
 		{Name: "POD_UID", ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.uid"}}},
+		{Name: "AGENTRUN_GATEWAY_URL", Value: "https://gw.example:8443"},
+		{Name: "AGENTRUN_TOKEN_FILE", Value: "/var/run/secrets/agentrun.dev/gateway/token"},
+		{Name: "OPENAI_BASE_URL", Value: "https://gw.example:8443/v1"},
+		{Name: "AGENTRUN_GATEWAY_CA_FILE", Value: "/var/run/secrets/agentrun.dev/gateway/ca.crt"},
+		{Name: "NODE_EXTRA_CA_CERTS", Value: "/var/run/secrets/agentrun.dev/gateway/ca.crt"},
 	}
 }
 
 var tmpMount = corev1.VolumeMount{Name: scratchVolume, MountPath: ScratchPath}
+
+// testGateway is where the test's attempt pods reach the gateway.
+var testGateway = Gateway{URL: "https://gw.example:8443", CAConfigMap: DefaultGatewayCAConfigMap}
+
+var gatewayMount = corev1.VolumeMount{Name: GatewayVolume, MountPath: GatewayMountPath, ReadOnly: true}
+
+// gatewayVolume is the projected volume Build adds: the pod's gateway token
+// (audience agentrun-gateway) and the gateway's CA.
+func gatewayVolume() corev1.Volume {
+	return corev1.Volume{Name: GatewayVolume, VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
+		Sources: []corev1.VolumeProjection{
+			{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Audience: "agentrun-gateway", ExpirationSeconds: new(int64(3600)), Path: "token"}},
+			{ConfigMap: &corev1.ConfigMapProjection{
+				LocalObjectReference: corev1.LocalObjectReference{Name: "agentrun-gateway-ca"},
+				Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+			}},
+		},
+		DefaultMode: new(int32(0o440)),
+	}}}
+}
 
 // checkRestrictedPSA evaluates pod with the upstream pod-security-admission
 // checks at restricted/latest, independently of Build's own evaluator.
@@ -108,7 +133,7 @@ func checkRestrictedPSA(t *testing.T, pod *corev1.Pod) policy.AggregateCheckResu
 }
 
 func TestBuildBare(t *testing.T) {
-	got, err := Build(newRun(nil), 2, testRunner)
+	got, err := Build(newRun(nil), 2, testRunner, testGateway)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -128,17 +153,20 @@ func TestBuildBare(t *testing.T) {
 		Spec: corev1.PodSpec{
 			RestartPolicy:                corev1.RestartPolicyNever,
 			ServiceAccountName:           testRunner,
-			AutomountServiceAccountToken: new(true),
+			AutomountServiceAccountToken: new(false),
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   new(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
-			Volumes: []corev1.Volume{{Name: scratchVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}}},
+			Volumes: []corev1.Volume{
+				{Name: scratchVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},
+				gatewayVolume(),
+			},
 			Containers: []corev1.Container{{
 				Name:            "agent",
 				Image:           testImage,
 				Env:             agentEnv("2"),
-				VolumeMounts:    []corev1.VolumeMount{tmpMount},
+				VolumeMounts:    []corev1.VolumeMount{tmpMount, gatewayMount},
 				SecurityContext: hardened(),
 			}},
 		},
@@ -173,7 +201,7 @@ func runBuildCases(t *testing.T, cases []buildCase) {
 			default:
 				sa = tc.serviceAccount
 			}
-			pod, err := Build(newRun(tc.mutate), 1, sa)
+			pod, err := Build(newRun(tc.mutate), 1, sa, testGateway)
 			if err != nil {
 				t.Fatalf("Build: %v", err)
 			}
@@ -217,12 +245,12 @@ func TestBuildRestricted(t *testing.T) {
 					if diff := cmp.Diff(agentEnv("1"), c.Env); diff != "" {
 						t.Errorf("%s env (-want +got):\n%s", c.Name, diff)
 					}
-					if diff := cmp.Diff([]corev1.VolumeMount{tmpMount}, c.VolumeMounts); diff != "" {
+					if diff := cmp.Diff([]corev1.VolumeMount{tmpMount, gatewayMount}, c.VolumeMounts); diff != "" {
 						t.Errorf("%s mounts (-want +got):\n%s", c.Name, diff)
 					}
 				}
-				if len(pod.Spec.Volumes) != 1 {
-					t.Errorf("got %d volumes, want the one shared tmp volume", len(pod.Spec.Volumes))
+				if len(pod.Spec.Volumes) != 2 {
+					t.Errorf("got %d volumes, want the shared tmp and gateway volumes", len(pod.Spec.Volumes))
 				}
 				if got := pod.Spec.InitContainers[1].RestartPolicy; got == nil || *got != corev1.ContainerRestartPolicyAlways {
 					t.Errorf("sidecar restartPolicy = %v, want Always kept", got)
@@ -335,11 +363,12 @@ func TestBuildTemplateFields(t *testing.T) {
 				wantMain := []corev1.VolumeMount{
 					{Name: scratchVolume, MountPath: "/etc/prompts", ReadOnly: true},
 					{Name: scratch, MountPath: "/tmp/"},
+					gatewayMount,
 				}
 				if diff := cmp.Diff(wantMain, pod.Spec.Containers[0].VolumeMounts); diff != "" {
 					t.Errorf("agent mounts (-want +got):\n%s", diff)
 				}
-				wantInit := []corev1.VolumeMount{{Name: "agentrun-tmp", MountPath: "/tmp"}}
+				wantInit := []corev1.VolumeMount{{Name: "agentrun-tmp", MountPath: "/tmp"}, gatewayMount}
 				if diff := cmp.Diff(wantInit, pod.Spec.InitContainers[0].VolumeMounts); diff != "" {
 					t.Errorf("setup mounts (-want +got):\n%s", diff)
 				}
@@ -347,7 +376,7 @@ func TestBuildTemplateFields(t *testing.T) {
 				for _, v := range pod.Spec.Volumes {
 					names = append(names, v.Name)
 				}
-				if diff := cmp.Diff([]string{scratchVolume, scratch, "agentrun-tmp"}, names); diff != "" {
+				if diff := cmp.Diff([]string{scratchVolume, scratch, "agentrun-tmp", GatewayVolume}, names); diff != "" {
 					t.Errorf("volumes (-want +got):\n%s", diff)
 				}
 			},
@@ -388,7 +417,7 @@ func TestBuildTemplateFields(t *testing.T) {
 					{Name: "MODEL", Value: "scripted"},
 					{Name: v1alpha1.EnvRun, Value: "custom"},
 					{Name: EnvPodName, Value: "fixed"},
-					all[0], all[2], all[3], all[5],
+					all[0], all[2], all[3], all[5], all[6], all[7], all[8], all[9], all[10],
 				}
 				if diff := cmp.Diff(want, pod.Spec.Containers[0].Env); diff != "" {
 					t.Errorf("env (-want +got):\n%s", diff)
@@ -396,7 +425,7 @@ func TestBuildTemplateFields(t *testing.T) {
 			},
 		},
 		{
-			name: "operator labels, restartPolicy, service account and token win over the template",
+			name: "operator labels, restartPolicy, service account and no API token win over the template",
 			mutate: func(t *corev1.PodTemplateSpec) {
 				t.Labels = map[string]string{teamKey: team, v1alpha1.LabelRun: "someone-else", LabelName: "my-agent"}
 				t.Annotations = map[string]string{
@@ -405,7 +434,7 @@ func TestBuildTemplateFields(t *testing.T) {
 				}
 				t.Name = "ignored"
 				t.Spec.RestartPolicy = corev1.RestartPolicyAlways
-				t.Spec.AutomountServiceAccountToken = new(false)
+				t.Spec.AutomountServiceAccountToken = new(true)
 				t.Spec.ServiceAccountName = templateSA
 				t.Spec.DeprecatedServiceAccount = templateSA
 			},
@@ -433,8 +462,8 @@ func TestBuildTemplateFields(t *testing.T) {
 				}
 				s := pod.Spec
 				if s.RestartPolicy != corev1.RestartPolicyNever || s.ServiceAccountName != testRunner ||
-					s.DeprecatedServiceAccount != "" || !ptr.Deref(s.AutomountServiceAccountToken, false) {
-					t.Errorf("restartPolicy/serviceAccountName/serviceAccount/automount = %s/%s/%q/%v, want Never/%s/\"\"/true",
+					s.DeprecatedServiceAccount != "" || ptr.Deref(s.AutomountServiceAccountToken, true) {
+					t.Errorf("restartPolicy/serviceAccountName/serviceAccount/automount = %s/%s/%q/%v, want Never/%s/\"\"/false",
 						s.RestartPolicy, s.ServiceAccountName, s.DeprecatedServiceAccount, s.AutomountServiceAccountToken, testRunner)
 				}
 			},
@@ -458,7 +487,7 @@ func TestBuildAllowedListsMatchUpstream(t *testing.T) {
 	for _, name := range sortedKeys(safeSysctls) {
 		pod, err := Build(newRun(func(t *corev1.PodTemplateSpec) {
 			t.Spec.SecurityContext = &corev1.PodSecurityContext{Sysctls: []corev1.Sysctl{{Name: name, Value: "1"}}}
-		}), 1, testRunner)
+		}), 1, testRunner, testGateway)
 		if err != nil {
 			t.Errorf("sysctl %s: %v", name, err)
 			continue
@@ -470,7 +499,7 @@ func TestBuildAllowedListsMatchUpstream(t *testing.T) {
 	for _, typ := range allowedSELinuxTypes {
 		pod, err := Build(newRun(func(t *corev1.PodTemplateSpec) {
 			t.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{SELinuxOptions: &corev1.SELinuxOptions{Type: typ}}
-		}), 1, testRunner)
+		}), 1, testRunner, testGateway)
 		if err != nil {
 			t.Errorf("SELinux type %s: %v", typ, err)
 			continue
@@ -677,7 +706,7 @@ func TestBuildForbidden(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			run := newRun(tc.mutate)
-			pod, err := Build(run, 1, testRunner)
+			pod, err := Build(run, 1, testRunner, testGateway)
 			if err == nil {
 				t.Fatalf("Build succeeded, want error %q", tc.want)
 			}
@@ -696,7 +725,7 @@ func TestBuildForbidden(t *testing.T) {
 			}
 			// Build's own checks must be no stricter than the standard: the
 			// same pod, assembled without them, is refused upstream too.
-			if res := checkRestrictedPSA(t, assemble(run, 1, testRunner, run.Spec.Template.DeepCopy())); res.Allowed {
+			if res := checkRestrictedPSA(t, assemble(run, 1, testRunner, testGateway, run.Spec.Template.DeepCopy())); res.Allowed {
 				t.Errorf("Build refuses a template the restricted PSS allows")
 			}
 		})
@@ -707,7 +736,7 @@ func TestBuildForbidden(t *testing.T) {
 // refuse is an error even if the field checks missed it.
 func TestCheckRestrictedBackstop(t *testing.T) {
 	run := newRun(func(t *corev1.PodTemplateSpec) { t.Spec.HostNetwork = true })
-	err := checkRestricted(assemble(run, 1, testRunner, run.Spec.Template.DeepCopy()))
+	err := checkRestricted(assemble(run, 1, testRunner, testGateway, run.Spec.Template.DeepCopy()))
 	want := "spec.template: host namespaces (hostNetwork=true) (restricted Pod Security Standard)"
 	if err == nil || err.Error() != want {
 		t.Errorf("checkRestricted = %v, want %q", err, want)
@@ -731,7 +760,7 @@ func TestBuildInputs(t *testing.T) {
 		{name: "attempt 0", run: newRun(nil), attempt: 0, want: "runpod: attempt must be at least 1, not 0"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Build(tc.run, tc.attempt, testRunner)
+			_, err := Build(tc.run, tc.attempt, testRunner, testGateway)
 			if err == nil || err.Error() != tc.want {
 				t.Errorf("Build error = %v, want %q", err, tc.want)
 			}
@@ -749,14 +778,14 @@ func TestBuildLeavesRunUntouchedAndIsDeterministic(t *testing.T) {
 			SecurityContext: &corev1.SecurityContext{Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{netRaw}}}}}
 	})
 	before := run.DeepCopy()
-	first, err := Build(run, 3, testRunner)
+	first, err := Build(run, 3, testRunner, testGateway)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
 	if diff := cmp.Diff(before, run); diff != "" {
 		t.Errorf("Build changed the run (-before +after):\n%s", diff)
 	}
-	second, err := Build(run, 3, testRunner)
+	second, err := Build(run, 3, testRunner, testGateway)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
@@ -779,7 +808,7 @@ func TestBuildLongNames(t *testing.T) {
 	run := newRun(nil)
 	run.Name = runName
 	run.Spec.SessionRef.Name = session
-	pod, err := Build(run, 10, testRunner)
+	pod, err := Build(run, 10, testRunner, testGateway)
 	if err != nil {
 		t.Fatalf("Build: %v", err)
 	}
