@@ -342,17 +342,27 @@ var _ = Describe("Session admission", func() {
 // service account, bound to pod (or to nothing when pod is nil).
 func tokenConfig(ns string, pod *corev1.Pod) *rest.Config {
 	GinkgoHelper()
+	cfg := rest.AnonymousClientConfig(adminConfig)
+	cfg.BearerToken = podToken(ns, pod)
+	return cfg
+}
+
+// podToken is a token of the runner service account, bound to pod when it
+// is set, for the audiences given (none: the API server's own).
+func podToken(ns string, pod *corev1.Pod, audiences ...string) string {
+	GinkgoHelper()
 	cs, err := kubernetes.NewForConfig(adminConfig)
 	Expect(err).NotTo(HaveOccurred())
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600)}}
+	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](600), Audiences: audiences}}
 	if pod != nil {
 		req.Spec.BoundObjectRef = &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
 	}
-	tr, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "agentrun-runner", req, metav1.CreateOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	cfg := rest.AnonymousClientConfig(adminConfig)
-	cfg.BearerToken = tr.Status.Token
-	return cfg
+	var tr *authenticationv1.TokenRequest
+	Eventually(func() (err error) { // the operator creates the account with the first attempt
+		tr, err = cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "agentrun-runner", req, metav1.CreateOptions{})
+		return err
+	}, timeout, interval).Should(Succeed())
+	return tr.Status.Token
 }
 
 // token returns a client authenticated like tokenConfig.
@@ -390,12 +400,25 @@ var _ = Describe("Authority over state", func() {
 		operatorClient, err := client.New(operatorCfg.Config(), client.Options{Scheme: scheme})
 		Expect(err).NotTo(HaveOccurred())
 
+		gatewayCfg, err := testEnv.AddUser(envtestUser(gatewayUser), adminConfig)
+		Expect(err).NotTo(HaveOccurred())
+		gatewayClient, err := client.New(gatewayCfg.Config(), client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		gatewayAudience := rest.AnonymousClientConfig(adminConfig)
+		gatewayAudience.BearerToken = podToken(ns, myPod, "agentrun-gateway")
+		gatewayTokenClient, err := client.New(gatewayAudience, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+
+		// Attempt pods get no API-server token at all; these rows show that
+		// even a token someone minted for the pod could not write facts.
 		creds := map[string]client.Client{
-			"own pod token":    token(ns, myPod),
-			"other pod token":  token(ns, otherPod),
-			"unbound SA token": token(ns, nil),
-			"ordinary user":    as("mallory", "system:masters"),
-			"operator":         operatorClient,
+			"own pod token":       token(ns, myPod),
+			"other pod token":     token(ns, otherPod),
+			"unbound SA token":    token(ns, nil),
+			"pod's gateway token": gatewayTokenClient,
+			"ordinary user":       as("mallory", "system:masters"),
+			"operator":            operatorClient,
+			"gateway":             gatewayClient,
 		}
 		writes := map[string]func(c client.Client) error{
 			"RunAttempt status": func(c client.Client) error {
@@ -436,10 +459,21 @@ var _ = Describe("Authority over state", func() {
 				return c.Delete(ctx, ra, client.DryRunAll)
 			},
 		}
+		writes["report ConfigMap"] = func(c client.Client) error {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine-report",
+				Labels: map[string]string{v1.LabelRun: "mine"}}}
+			return c.Create(ctx, cm, client.DryRunAll)
+		}
+		writes["other ConfigMap"] = func(c client.Client) error {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings",
+				Labels: map[string]string{v1.LabelRun: "mine"}}}
+			return c.Create(ctx, cm, client.DryRunAll)
+		}
 		allowed := map[string]map[string]bool{
-			"own pod token": {"RunAttempt status": true},
 			"operator": {"RunAttempt status": true, "RunAttempt spec": true, "ResearchRun status": true, "RunAttempt delete": true,
-				"Session status": true},
+				"Session status": true, "report ConfigMap": true, "other ConfigMap": true},
+			"gateway":       {"RunAttempt status": true, "report ConfigMap": true},
+			"ordinary user": {"report ConfigMap": true, "other ConfigMap": true},
 		}
 		for who, c := range creds {
 			for what, write := range writes {
@@ -453,7 +487,8 @@ var _ = Describe("Authority over state", func() {
 					Expect(err).NotTo(HaveOccurred(), "%s must be able to write %s", who, what)
 				} else {
 					Expect(err).To(HaveOccurred(), "%s must not be able to write %s", who, what)
-					Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err)).To(BeTrue(), "%s writing %s: %v", who, what, err)
+					Expect(apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsUnauthorized(err)).To(BeTrue(),
+						"%s writing %s: %v", who, what, err)
 				}
 			}
 		}

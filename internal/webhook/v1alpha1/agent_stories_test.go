@@ -35,9 +35,11 @@ import (
 )
 
 // These stories run the reference research agent in-process, as the pod of
-// the attempt would: authenticated by a service-account token bound to the
-// attempt's pod (so the admission policies apply to it for real), against the
-// real operator and webhooks. The test plays kubelet.
+// the attempt would: it reaches the gateway (in-process, under the gateway's
+// own identity, so the admission policies apply to its writes for real) with
+// a token of audience agentrun-gateway bound to the attempt's pod, which the
+// gateway checks with a real TokenReview; the operator and webhooks are real
+// too. The test plays kubelet.
 
 // agentWorld is a namespace whose policy lets the research agent work in
 // mode Auto; publishRisk sets report.publish's risk (High needs approval).
@@ -50,6 +52,7 @@ func agentWorld(publishRisk v1.Risk) string {
 		{Name: "report.publish", Risk: publishRisk, Effect: v1.EffectExternal, Idempotent: true},
 	}
 	p.Spec.AutoApprove = []string{"notes.write"}
+	p.Spec.Models = []v1.Model{{Name: "scripted", BaseURL: upstreamURL}}
 	if publishRisk != v1.RiskHigh {
 		p.Spec.AutoApprove = append(p.Spec.AutoApprove, "report.publish")
 	}
@@ -83,11 +86,9 @@ func agentRun(ns, name string, budget, reserve int64, script string) <-chan erro
 	Expect(err).NotTo(HaveOccurred())
 	cfg := research.Config{
 		Agent: agent.Config{
-			RESTConfig:    tokenConfig(ns, pod),
-			Namespace:     ns,
-			RunAttempt:    name + "-1",
-			PodUID:        string(pod.UID),
-			FlushInterval: 100 * time.Millisecond,
+			GatewayURL:   gatewayURL,
+			Token:        podToken(ns, pod, "agentrun-gateway"),
+			PollInterval: 100 * time.Millisecond,
 		},
 		ProviderName: "scripted",
 		Script:       s,
@@ -231,7 +232,8 @@ turns:
 			action = ra.Status.AwaitingApproval[0]
 		}, timeout, interval).Should(Succeed())
 		Consistently(done, time.Second).ShouldNot(Receive(), "the publish waits for the approval")
-		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "approval-report"}, &corev1.ConfigMap{})).NotTo(Succeed())
+		// The report holds the plan (the gateway persists it first) but no section.
+		Expect(report(ns, "approval").Data).NotTo(HaveKey("01-overview.md"), "nothing is published before the approval")
 
 		carol := as("carol", "system:masters")
 		patch := []byte(`[{"op":"add","path":"/spec/approvals/-","value":{"actionID":"` + action + `","decision":"Approve"}}]`)

@@ -81,7 +81,7 @@ func allowed(user string, groups []string, namespace string) []string {
 }
 
 var _ = Describe("RBAC", func() {
-	It("grants the runner and the operator exactly the checked-in allow-list", func() {
+	It("grants the runner nothing, and the operator and the gateway exactly the checked-in allow-list", func() {
 		ns := setup()
 		Expect(admin.Create(ctx, newRun(ns, "r"))).To(Succeed())
 		// The operator binds the runner role when it starts the first attempt.
@@ -92,6 +92,7 @@ var _ = Describe("RBAC", func() {
 		got := map[string][]string{
 			"runner":   allowed("system:serviceaccount:"+ns+":agentrun-runner", []string{"system:serviceaccounts", "system:serviceaccounts:" + ns}, ns),
 			"operator": allowed(operatorUser, []string{"system:serviceaccounts", "system:serviceaccounts:agentrun-system"}, ns),
+			"gateway":  allowed(gatewayUser, []string{"system:serviceaccounts", "system:serviceaccounts:agentrun-system"}, ns),
 		}
 		golden := filepath.Join("testdata", "rbac-allowlist.yaml")
 		if os.Getenv("UPDATE_GOLDEN") == "1" {
@@ -106,10 +107,12 @@ var _ = Describe("RBAC", func() {
 		Expect(got).To(Equal(want), "RBAC drifted from %s; review the change and update it with UPDATE_GOLDEN=1", golden)
 
 		// Spot checks that keep the allow-list honest.
-		Expect(got["runner"]).To(ContainElement("update agentrun.dev/runattempts/status"))
-		Expect(got["runner"]).NotTo(ContainElement("update agentrun.dev/runattempts"))
-		Expect(got["runner"]).NotTo(ContainElement("update agentrun.dev/researchruns/status"))
-		Expect(got["runner"]).NotTo(ContainElement("get /secrets"))
+		// Attempt pods need no RBAC at all: they talk only to the gateway.
+		Expect(got["runner"]).To(BeEmpty())
+		Expect(got["gateway"]).To(ContainElement("update agentrun.dev/runattempts/status"))
+		Expect(got["gateway"]).NotTo(ContainElement("update agentrun.dev/runattempts"))
+		Expect(got["gateway"]).NotTo(ContainElement("update agentrun.dev/researchruns/status"))
+		Expect(got["gateway"]).To(ContainElement("get /secrets"), "the gateway alone reads provider keys")
 		Expect(got["operator"]).NotTo(ContainElement("get /secrets"))
 	})
 })

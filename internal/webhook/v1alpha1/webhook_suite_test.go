@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/tls"
 	"net"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,6 +50,8 @@ import (
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/controller"
+	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/test/utils"
 	// +kubebuilder:scaffold:imports
 )
@@ -63,6 +66,7 @@ const (
 	timeout      = 20 * time.Second
 	interval     = 50 * time.Millisecond
 	operatorUser = "system:serviceaccount:agentrun-system:agentrun-controller-manager"
+	gatewayUser  = "system:serviceaccount:agentrun-system:agentrun-gateway"
 )
 
 var (
@@ -72,6 +76,11 @@ var (
 	adminConfig *rest.Config
 	admin       client.Client // system:masters, not the operator
 	scheme      = runtime.NewScheme()
+	// gatewayURL is agentrun-gateway, in-process under its own identity
+	// (RBAC from config/gateway/rbac), checking pod tokens with TokenReview;
+	// upstreamURL is the scripted upstream its models point at.
+	gatewayURL  string
+	upstreamURL string
 )
 
 func TestAdmission(t *testing.T) {
@@ -159,9 +168,19 @@ var _ = BeforeSuite(func() {
 			Expect(unstructured.SetNestedField(u.Object, "agentrun-"+pn, "spec", "policyName")).To(Succeed())
 		}
 	})
-	applyFile(admin, filepath.Join(root, "config", "rbac", "runner_role.yaml"), func(u *unstructured.Unstructured) {
-		u.SetName("agentrun-" + u.GetName())
-	})
+	for _, f := range []string{"role.yaml", "role_binding.yaml"} {
+		applyFile(admin, filepath.Join(root, "config", "gateway", "rbac", f), func(u *unstructured.Unstructured) {
+			u.SetName("agentrun-" + u.GetName())
+			if u.GetNamespace() != "" {
+				u.SetNamespace("agentrun-system")
+			}
+			if u.GetKind() == "ClusterRoleBinding" {
+				Expect(unstructured.SetNestedField(u.Object, "agentrun-gateway", "roleRef", "name")).To(Succeed())
+				Expect(unstructured.SetNestedSlice(u.Object, []any{map[string]any{
+					"kind": "ServiceAccount", "name": "agentrun-gateway", "namespace": "agentrun-system"}}, "subjects")).To(Succeed())
+			}
+		})
+	}
 	applyFile(admin, filepath.Join(root, "config", "rbac", "role.yaml"), func(u *unstructured.Unstructured) {
 		u.SetName("agentrun-" + u.GetName())
 	})
@@ -198,6 +217,29 @@ var _ = BeforeSuite(func() {
 		defer GinkgoRecover()
 		Expect(mgr.Start(ctx)).To(Succeed())
 	}()
+
+	By("starting agentrun-gateway under its own identity, and the scripted upstream")
+	up := httptest.NewServer(&upstream.Server{})
+	DeferCleanup(up.Close)
+	upstreamURL = up.URL + "/v1"
+	gwUser, err := testEnv.AddUser(envtest.User{Name: gatewayUser, Groups: []string{"system:serviceaccounts", "system:authenticated"}}, adminConfig)
+	Expect(err).NotTo(HaveOccurred())
+	gwClient, err := client.New(gwUser.Config(), client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	gw, err := gateway.New(gateway.Options{
+		Client:        gwClient,
+		Authenticator: &gateway.TokenReviewer{Client: gwClient},
+		FlushInterval: 100 * time.Millisecond,
+		PollInterval:  100 * time.Millisecond,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	gwServer := httptest.NewServer(gw.Handler())
+	DeferCleanup(func() {
+		gwServer.CloseClientConnections()
+		gwServer.Close()
+		_ = gw.Shutdown(context.Background())
+	})
+	gatewayURL = gwServer.URL
 
 	dialer := &net.Dialer{Timeout: time.Second}
 	addr := net.JoinHostPort(wio.LocalServingHost, strconv.Itoa(wio.LocalServingPort))
