@@ -1,0 +1,337 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// recorder is an upstream that records what the gateway sent it, in front
+// of the scripted upstream (or of a canned status).
+type recorder struct {
+	mu      sync.Mutex
+	bodies  []map[string]any
+	auth    []string
+	inner   http.Handler
+	status  atomic.Int32 // answer with this status instead, when set
+	latency time.Duration
+}
+
+func (r *recorder) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	raw, _ := io.ReadAll(req.Body)
+	var m map[string]any
+	_ = json.Unmarshal(raw, &m)
+	r.mu.Lock()
+	r.bodies = append(r.bodies, m)
+	r.auth = append(r.auth, req.Header.Get("Authorization"))
+	r.mu.Unlock()
+	if s := r.status.Load(); s != 0 {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(int(s))
+		_, _ = io.WriteString(w, `{"error":{"message":"upstream is down","type":"server_error","code":"server_overloaded"}}`)
+		return
+	}
+	if r.latency > 0 {
+		time.Sleep(r.latency)
+	}
+	req.Body = io.NopCloser(bytes.NewReader(raw))
+	r.inner.ServeHTTP(w, req)
+}
+
+func (r *recorder) last() (map[string]any, string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.bodies) == 0 {
+		return nil, ""
+	}
+	return r.bodies[len(r.bodies)-1], r.auth[len(r.auth)-1]
+}
+
+// modelEnv starts a gateway whose models point at a recording upstream; the
+// default model has a provider key in a Secret.
+func modelEnv(t *testing.T, mutate func(*v1alpha1.RunAttempt)) (*gatewaytest.Env, *recorder) {
+	t.Helper()
+	rec := &recorder{inner: &upstream.Server{}}
+	up := httptest.NewServer(rec)
+	t.Cleanup(up.Close)
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "provider"},
+		Data: map[string][]byte{"key": []byte("sk-provider-secret\n")}}
+	e := gatewaytest.Start(t, gatewaytest.Options{
+		Objects: []client.Object{secret},
+		Mutate: func(ra *v1alpha1.RunAttempt) {
+			for i := range ra.Spec.Policy.Models {
+				ra.Spec.Policy.Models[i].BaseURL = up.URL + "/v1"
+			}
+			ra.Spec.Policy.Models[0].APIKeySecretRef = &v1alpha1.SecretKeyRef{Name: "provider", Key: "key"}
+			if mutate != nil {
+				mutate(ra)
+			}
+		},
+	})
+	return e, rec
+}
+
+func chat(model string, extra string) []byte {
+	return []byte(`{"model":"` + model + `","messages":[{"role":"user","content":"hello"}]` + extra + `}`)
+}
+
+func errorBody(g Gomega, resp *http.Response) gatewayapi.Error {
+	defer func() { _ = resp.Body.Close() }()
+	var eb gatewayapi.ErrorBody
+	g.Expect(json.NewDecoder(resp.Body).Decode(&eb)).To(Succeed())
+	return eb.Error
+}
+
+func TestModelDoorForwardsWithTheProviderKeyAndCountsUsage(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, nil)
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat(gatewaytest.Model,
+		`,"agentrun_scripted":{"say":"hi","tokens":42},"temperature":0.2`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	var out struct {
+		Choices []struct {
+			Message struct{ Content string } `json:"message"`
+		} `json:"choices"`
+		Usage struct {
+			TotalTokens int64 `json:"total_tokens"`
+		} `json:"usage"`
+	}
+	g.Expect(json.NewDecoder(resp.Body).Decode(&out)).To(Succeed())
+	g.Expect(out.Choices[0].Message.Content).To(Equal("hi"))
+	g.Expect(out.Usage.TotalTokens).To(BeEquivalentTo(42))
+
+	body, auth := rec.last()
+	g.Expect(auth).To(Equal("Bearer sk-provider-secret"), "the provider key, never the agent's token")
+	g.Expect(body).To(HaveKeyWithValue("temperature", 0.2), "unknown fields pass through")
+	g.Expect(body).To(HaveKeyWithValue("model", gatewaytest.Model))
+
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).
+		Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 42}))
+}
+
+func TestModelDoorRefusesBadRequestsWithoutCountingThem(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, nil)
+
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("gpt-5", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusNotFound))
+	eb := errorBody(g, resp)
+	g.Expect(eb.Code).To(Equal(gatewayapi.CodeModelNotFound))
+	g.Expect(eb.Param).To(Equal("model"))
+	g.Expect(eb.Message).To(ContainSubstring(`"scripted"`), "names the models the policy serves")
+
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, []byte(`{"model": "scripted", "messages": [`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+	g.Expect(errorBody(g, resp).Code).To(Equal(gatewayapi.CodeInvalidRequest))
+
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, []byte(`{"model": "scripted", "messages": []}`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+	g.Expect(errorBody(g, resp).Param).To(Equal("messages"))
+
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", `,"max_tokens":-1`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+	g.Expect(errorBody(g, resp).Param).To(Equal("max_tokens"))
+
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", "", chat("scripted", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized))
+	g.Expect(errorBody(g, resp).Code).To(Equal(gatewayapi.CodeInvalidToken))
+
+	g.Expect(rec.bodies).To(BeEmpty(), "nothing was dispatched")
+	g.Consistently(func() int64 { return e.Status().Usage.ModelRequests }, 100*time.Millisecond).Should(BeZero())
+}
+
+func TestModelDoorRefusesBeyondTheGrantWithTheNumbers(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, func(ra *v1alpha1.RunAttempt) { ra.Spec.Grant.ModelRequests = 3 })
+	for range 3 {
+		resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		_ = resp.Body.Close()
+	}
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
+	g.Expect(resp.Header.Get(gatewayapi.HeaderShouldRetry)).To(Equal("false"), "so the OpenAI SDKs do not retry it")
+	eb := errorBody(g, resp)
+	g.Expect(eb.Type).To(Equal(gatewayapi.TypeRateLimit))
+	g.Expect(eb.Code).To(Equal(gatewayapi.CodeGrantExhausted))
+	g.Expect(eb.Message).To(ContainSubstring("working budget exhausted at 3/3 model requests"))
+	g.Expect(rec.bodies).To(HaveLen(3), "the refused request never reached the provider")
+
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(
+		And(HaveField("Kind", "GrantExhausted"), HaveField("Scope", v1alpha1.FaultScopeAgent))))
+
+	// Finalizing: the reserve is the grant, and beyond it the code says so.
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
+		s.RunPhase = v1alpha1.PhaseFinalizing
+		s.Grant = v1alpha1.Grant{ModelRequests: 4, ToolCalls: 1, FinalizeOnly: true}
+	})
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "one more from the reserve")
+	_ = resp.Body.Close()
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
+	eb = errorBody(g, resp)
+	g.Expect(eb.Code).To(Equal(gatewayapi.CodeReserveExhausted))
+	g.Expect(eb.Message).To(ContainSubstring("4/4 model requests"))
+
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.RunPhase = v1alpha1.PhaseTerminated; s.Grant = v1alpha1.Grant{} })
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusConflict))
+	g.Expect(errorBody(g, resp).Code).To(Equal(gatewayapi.CodeRunTerminated))
+}
+
+func TestModelDoorReservesTokensSoNoRequestCrossesTheGrant(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Grant.Tokens = new(int64(1000))
+		ra.Spec.Policy.Models[0].MaxTokens = new(int64(600))
+	})
+	body := chat("scripted", `,"agentrun_scripted":{"say":"ok","tokens":300}`)
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, body)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
+	sent, _ := rec.last()
+	g.Expect(sent).To(HaveKeyWithValue("max_tokens", BeNumerically("==", 600)), "the policy's cap is set when the request asks none")
+
+	// 700 tokens are left; the prompt may use up to len(body): max_tokens
+	// is lowered so prompt + completion fit.
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token,
+		chat("scripted", `,"max_tokens":5000,"agentrun_scripted":{"say":"ok","tokens":10}`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
+	sent, _ = rec.last()
+	g.Expect(sent["max_tokens"]).To(BeNumerically("<=", 700-len(body)))
+	g.Expect(sent["max_tokens"]).To(BeNumerically(">", 0))
+
+	g.Eventually(func() int64 { return e.Status().Usage.Tokens }).Should(BeEquivalentTo(310), "settled on the reported usage")
+
+	// A prompt larger than what is left is refused before dispatch.
+	big := chat("scripted", `,"agentrun_scripted":{"say":"`+strings.Repeat("x", 800)+`"}`)
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, big)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
+	eb := errorBody(g, resp)
+	g.Expect(eb.Code).To(Equal(gatewayapi.CodeGrantExhausted))
+	g.Expect(eb.Message).To(ContainSubstring("310/1000 tokens"))
+}
+
+func TestModelDoorSwapsInTheDegradedModel(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, nil)
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
+		s.Directives = []v1alpha1.Directive{{Type: v1alpha1.DirectiveDegrade, Gate: v1alpha1.GateBudget, Message: "80% used"}}
+	})
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat(gatewaytest.Model, ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
+	sent, auth := rec.last()
+	g.Expect(sent).To(HaveKeyWithValue("model", "scripted-small-v2"), "the degraded model's upstream id")
+	g.Expect(auth).To(BeEmpty(), "the degraded model has no key")
+}
+
+func TestModelDoorPassesUpstreamErrorsThroughAndCountsThem(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, nil)
+	rec.status.Store(http.StatusServiceUnavailable)
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusServiceUnavailable))
+	raw, _ := io.ReadAll(resp.Body)
+	g.Expect(string(raw)).To(ContainSubstring("upstream is down"))
+	g.Eventually(func() v1alpha1.RunAttemptStatus { return e.Status() }).Should(And(
+		HaveField("Usage.ModelRequests", BeEquivalentTo(1)),
+		HaveField("Faults", ContainElement(And(HaveField("Scope", v1alpha1.FaultScopeProvider),
+			HaveField("Kind", "ServerOverloaded"), HaveField("Retryable", true)))),
+	), "a failed call still counts, as a Provider fault")
+}
+
+func TestModelDoorStreamsAndCountsTheReportedUsage(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := modelEnv(t, nil)
+	read := func(extra string) (events []string) {
+		resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted",
+			`,"stream":true,"agentrun_scripted":{"say":"a streamed answer of some length","tokens":25}`+extra))
+		defer func() { _ = resp.Body.Close() }()
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		g.Expect(resp.Header.Get("Content-Type")).To(HavePrefix("text/event-stream"))
+		sc := bufio.NewScanner(resp.Body)
+		for sc.Scan() {
+			if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+				events = append(events, data)
+			}
+		}
+		return events
+	}
+	plain := read("")
+	g.Expect(plain[len(plain)-1]).To(Equal("[DONE]"))
+	for _, ev := range plain {
+		g.Expect(ev).NotTo(ContainSubstring(`"usage"`), "the client did not ask for usage: the forced usage chunk is dropped")
+	}
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 25}))
+
+	withUsage := read(`,"stream_options":{"include_usage":true}`)
+	g.Expect(withUsage[len(withUsage)-2]).To(ContainSubstring(`"total_tokens":25`))
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).Should(Equal(v1alpha1.Usage{ModelRequests: 2, Tokens: 50}))
+}
+
+// TestModelDoorNeverServesBeyondTheGrantUnderRace: many clients racing the
+// limit get exactly the grant served (make bench runs 10,000 of them).
+func TestModelDoorNeverServesBeyondTheGrantUnderRace(t *testing.T) {
+	g := NewWithT(t)
+	const grant, clients, each = 50, 16, 10
+	e, rec := modelEnv(t, func(ra *v1alpha1.RunAttempt) { ra.Spec.Grant.ModelRequests = grant })
+	var ok, refused atomic.Int64
+	var wg sync.WaitGroup
+	for range clients {
+		wg.Go(func() {
+			for range each {
+				resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+				_, _ = io.Copy(io.Discard, resp.Body)
+				_ = resp.Body.Close()
+				switch resp.StatusCode {
+				case http.StatusOK:
+					ok.Add(1)
+				case http.StatusTooManyRequests:
+					refused.Add(1)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	g.Expect(ok.Load()).To(BeEquivalentTo(grant))
+	g.Expect(refused.Load()).To(BeEquivalentTo(clients*each - grant))
+	g.Expect(rec.bodies).To(HaveLen(grant))
+	g.Eventually(func() int64 { return e.Status().Usage.ModelRequests }).Should(BeEquivalentTo(grant))
+}
