@@ -19,8 +19,10 @@ limitations under the License.
 // Package e2e drives agentrun end to end on the local stack
 // (internal/localnode/stack): real etcd and kube-apiserver, the operator
 // binary as its own process under its own identity with its webhooks and
-// admission policies, and attempt pods run by the local node as real agent
-// processes with pod-bound tokens and scripted models.
+// admission policies, agentrun-gateway as its own process (the attempts' only
+// door), and attempt pods run by the local node as real agent processes that
+// hold only a pod-bound gateway token, with models played by the scripted
+// upstream.
 //
 //	go test -tags=e2e ./test/e2e/ -v -timeout 30m     (make test-e2e)
 //
@@ -81,6 +83,8 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	operator := filepath.Join(dir, "manager")
 	Expect(stack.GoBuild(ctx, root, "./cmd", operator, out)).To(Succeed())
+	gateway := filepath.Join(dir, "gateway")
+	Expect(stack.GoBuild(ctx, root, "./cmd/gateway", gateway, out)).To(Succeed())
 	miniAgent = filepath.Join(dir, "miniagent")
 	Expect(stack.GoBuild(ctx, root, "./test/e2e/testdata/miniagent", miniAgent, out)).To(Succeed())
 	researchAgent = filepath.Join(dir, "research-agent")
@@ -98,13 +102,15 @@ var _ = BeforeSuite(func() {
 		Assets:         assets,
 		Dir:            dir,
 		OperatorBinary: operator,
+		GatewayBinary:  gateway,
+		GatewayArgs:    []string{"--flush-interval=100ms"},
 		Images:         images,
 		Out:            out,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		By("tearing the stack down; no process may be left behind")
-		pids := []int{st.Operator.Pid()}
+		pids := []int{st.Operator.Pid(), st.Gateway.Pid()}
 		for _, pid := range st.Node.Processes() {
 			pids = append(pids, pid)
 		}

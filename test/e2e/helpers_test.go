@@ -103,6 +103,8 @@ func newWorld(mutate func(*v1.RuntimePolicy)) *world {
 			},
 			AutoApprove: []string{"notes.write", "report.publish"},
 			MaxMode:     v1.ModeFull,
+			// The gateway serves the scripted upstream to these runs.
+			Models: []v1.Model{{Name: "scripted", BaseURL: st.UpstreamURL}},
 		},
 	}
 	if mutate != nil {
@@ -177,15 +179,27 @@ func (w *world) script(name, body string) {
 }
 
 // run creates a ResearchRun whose pod runs image with args; mutate adjusts it.
+// An argument scriptFrom+NAME (see agentArgs) becomes what a pod template
+// must write: the script in env AGENTRUN_SCRIPT from ConfigMap NAME (the pod
+// holds no API token to read it).
 func (w *world) run(name, image string, args []string, mutate func(*v1.ResearchRun)) *v1.ResearchRun {
 	GinkgoHelper()
+	var env []corev1.EnvVar
+	args = slices.DeleteFunc(slices.Clone(args), func(a string) bool {
+		cm, ok := strings.CutPrefix(a, scriptFrom)
+		if ok {
+			env = append(env, corev1.EnvVar{Name: "AGENTRUN_SCRIPT", ValueFrom: &corev1.EnvVarSource{
+				ConfigMapKeyRef: &corev1.ConfigMapKeySelector{LocalObjectReference: corev1.LocalObjectReference{Name: cm}, Key: "script.yaml"}}})
+		}
+		return ok
+	})
 	run := &v1.ResearchRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
 		Spec: v1.ResearchRunSpec{
 			SessionRef: v1.LocalObjectReference{Name: w.session},
 			Goal:       "survey the field",
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
-				Containers: []corev1.Container{{Name: "agent", Image: image, Args: args}},
+				Containers: []corev1.Container{{Name: "agent", Image: image, Args: args, Env: env}},
 			}},
 			Budget: v1.Budget{
 				ModelRequests: 20, ToolCalls: 20,
@@ -312,6 +326,22 @@ func (w *world) report(run string) *corev1.ConfigMap {
 	}
 	Expect(err).NotTo(HaveOccurred())
 	return cm
+}
+
+// sections returns the keys of the published sections of run's report (the
+// report may exist with only its plan, index.json).
+func (w *world) sections(run string) []string {
+	GinkgoHelper()
+	var out []string
+	if cm := w.report(run); cm != nil {
+		for k := range cm.Data {
+			if strings.HasSuffix(k, ".md") {
+				out = append(out, k)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // pid waits for attempt n's agent process and returns its pid.

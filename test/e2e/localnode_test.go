@@ -122,7 +122,7 @@ var _ = Describe("The local node", func() {
 		Expect(string(data)).To(ContainSubstring("got SIGTERM"))
 	})
 
-	It("runs an attempt pod with a token bound to it: the admission policies accept its facts and its report", func() {
+	It("runs an attempt pod that holds only a gateway token bound to it: the gateway accepts its facts and publishes its report", func() {
 		w := newWorld(nil)
 		w.run("mini", imageMiniAgent, nil, nil)
 		run := w.terminated("mini", v1.ReasonCompleted, v1.SettlementComplete)
@@ -131,10 +131,18 @@ var _ = Describe("The local node", func() {
 		Expect(w.report("mini")).NotTo(BeNil())
 		Expect(w.report("mini").Labels).To(HaveKeyWithValue(v1.LabelRun, "mini"))
 
-		By("the attempt names the pod whose token wrote its facts")
+		By("the attempt names the pod whose token the gateway mapped to it, and the gateway counted its model request")
 		list := &v1.RunAttemptList{}
 		Expect(st.Client.List(ctx, list, client.InNamespace(w.ns))).To(Succeed())
 		Expect(list.Items).To(HaveLen(1))
 		Expect(list.Items[0].Spec.PodUID).NotTo(BeEmpty())
+		Expect(list.Items[0].Status.Usage.ModelRequests).To(BeEquivalentTo(1))
+		Expect(list.Items[0].Status.Usage.Tokens).To(BeNumerically(">", 0), "tokens are what the upstream reported")
+		Expect(run.Status.Budget.Used.ModelRequests).To(BeEquivalentTo(1))
+
+		By("the pod held no API-server token (the miniagent refuses to run with one)")
+		if pod := (&corev1.Pod{}); st.Client.Get(ctx, client.ObjectKey{Namespace: w.ns, Name: "mini-1"}, pod) == nil {
+			Expect(pod.Spec.AutomountServiceAccountToken).To(HaveValue(BeFalse()))
+		}
 	})
 })

@@ -25,25 +25,28 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
+// scriptFrom marks the ConfigMap holding an agent's script (world.run turns
+// it into env AGENTRUN_SCRIPT from that ConfigMap).
+const scriptFrom = "script-from-configmap="
+
 // agentArgs runs the reference agent with the scripted provider and the
 // script in ConfigMap name.
 func agentArgs(script string) []string {
-	return []string{"--provider=scripted", "--script-configmap=" + script}
+	return []string{"--provider=scripted", scriptFrom + script}
 }
 
 // paced is agentArgs for an agent that behaves like one talking to a real
 // model: the policy's rate_limit interceptor spaces its calls (model
-// requests and tool calls) by 400 ms, and its facts are flushed every 100 ms.
+// requests and tool calls) by 400 ms (the suite's gateway flushes facts every 100 ms).
 // A scripted agent otherwise answers in microseconds and reports once a
 // second, so a gate would be decided on facts hundreds of requests old.
 func paced(script string) []string {
-	return append(agentArgs(script), "--rate-limit-interval=400ms", "--flush-interval=100ms")
+	return append(agentArgs(script), "--rate-limit-interval=400ms")
 }
 
 // Scripts of the scripted provider (docs/script-format.md). The policy of
@@ -366,7 +369,7 @@ var _ = Describe("Research runs with the reference agent", func() {
 		ra := w.attempt("unsafe", 1)
 		Expect(ra.Status.InFlight).To(ContainElement(And(
 			HaveField("Tool", "report.publish"), HaveField("IdempotencyKey", BeEmpty()))))
-		Expect(w.report("unsafe")).To(BeNil(), "the effect never happened")
+		Expect(w.sections("unsafe")).To(BeEmpty(), "the effect never happened")
 		ledgerConsistent(w, run)
 		Consistently(func() []int { return w.attempts("unsafe") }, 3*time.Second, 250*time.Millisecond).Should(Equal([]int{1}))
 	})
@@ -387,7 +390,7 @@ var _ = Describe("Research runs with the reference agent", func() {
 		Expect(w.attempt("cancelled", 1).Status.Usage).To(Equal(before), "a model request or tool call after the cancel")
 		Expect(run.Status.Budget.Used.ModelRequests).To(Equal(before.ModelRequests))
 		ledgerConsistent(w, run)
-		Expect(w.report("cancelled")).To(BeNil())
+		Expect(w.sections("cancelled")).To(BeEmpty())
 	})
 
 	It("records a reviewer's \"continue\" after finish and makes no extra request", func() {
@@ -446,8 +449,8 @@ var _ = Describe("Research runs with the reference agent", func() {
 		w.script("script", scriptApproval)
 		w.run("approved", imageResearchAgent, agentArgs("script"), nil)
 		id := w.awaiting("approved", 1)
-		Consistently(func() *corev1.ConfigMap { return w.report("approved") }, 2*time.Second, 250*time.Millisecond).
-			Should(BeNil(), "nothing is published before the approval")
+		Consistently(func() []string { return w.sections("approved") }, 2*time.Second, 250*time.Millisecond).
+			Should(BeEmpty(), "nothing is published before the approval")
 		w.approve("approved", id)
 
 		run := w.terminated("approved", v1.ReasonCompleted, v1.SettlementComplete)
@@ -486,7 +489,7 @@ var _ = Describe("The operator process", func() {
 		approvals.run("waiting", imageResearchAgent, agentArgs("script"), nil)
 		work := newWorld(nil)
 		work.script("script", scriptComplete)
-		slow := append(agentArgs("script"), "--rate-limit-interval=700ms", "--flush-interval=100ms")
+		slow := append(agentArgs("script"), "--rate-limit-interval=700ms")
 		work.run("busy", imageResearchAgent, slow, nil)
 		work.run("queued", imageResearchAgent, agentArgs("script"), nil)
 

@@ -15,31 +15,28 @@ limitations under the License.
 */
 
 // miniagent is the smallest agent that completes a run, written against the
-// raw API (not pkg/agent) so the local stack can be tested on its own: it
-// reports one model request and a finish, publishes one section into its
-// run's report ConfigMap once Finalizing, settles Complete and exits 0 when
-// the run is Terminated. With --hang it only heartbeats until killed.
+// gateway's raw HTTP API (no SDK, only the standard library, as an agent in
+// any language would be) so the local stack can be tested on its own: it
+// makes one model request, plans one section and proposes finish; once
+// Finalizing it publishes the section (report.publish, then the section) and
+// settles, and exits 0. With --hang it only heartbeats until the run ends.
 package main
 
 import (
+	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/signal"
 	"slices"
+	"strings"
 	"syscall"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
-	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 func main() {
@@ -51,96 +48,128 @@ func main() {
 	}
 }
 
+type gateway struct {
+	url, tokenFile string
+	hc             *http.Client
+}
+
+func (g *gateway) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		raw, _ := json.Marshal(in)
+		body = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, g.url+path, body)
+	if err != nil {
+		return err
+	}
+	tok, err := os.ReadFile(g.tokenFile)
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := g.hc.Do(req)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode >= 300 {
+		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, raw)
+	}
+	if out != nil && len(raw) > 0 {
+		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+type self struct {
+	Phase      string `json:"phase"`
+	Finalizing bool   `json:"finalizing"`
+	Superseded bool   `json:"superseded"`
+}
+
 func run(hang bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	ns, name := os.Getenv(v1.EnvNamespace), os.Getenv(v1.EnvRunAttempt)
-	fmt.Printf("miniagent: attempt %s/%s pod %s uid %s kubeconfig %s\n", ns, name,
-		os.Getenv("POD_NAME"), os.Getenv("POD_UID"), os.Getenv("AGENTRUN_KUBECONFIG"))
-	cfg, err := clientcmd.BuildConfigFromFlags("", os.Getenv("AGENTRUN_KUBECONFIG"))
-	if err != nil {
-		return err
+	g := &gateway{url: os.Getenv("AGENTRUN_GATEWAY_URL"), tokenFile: os.Getenv("AGENTRUN_TOKEN_FILE"), hc: &http.Client{Timeout: time.Minute}}
+	if ca := os.Getenv("AGENTRUN_GATEWAY_CA_FILE"); ca != "" {
+		pem, err := os.ReadFile(ca)
+		if err != nil {
+			return err
+		}
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM(pem)
+		g.hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
-	scheme := runtime.NewScheme()
-	_ = clientgoscheme.AddToScheme(scheme)
-	_ = v1.AddToScheme(scheme)
-	c, err := client.New(cfg, client.Options{Scheme: scheme})
-	if err != nil {
-		return err
+	fmt.Printf("miniagent: pod %s gateway %s token file %s\n", os.Getenv("POD_NAME"), g.url, g.tokenFile)
+	if _, err := os.Stat("/var/run/secrets/kubernetes.io/serviceaccount/token"); err == nil || os.Getenv("AGENTRUN_KUBECONFIG") != "" {
+		return fmt.Errorf("this pod holds an API-server token; it must hold none")
 	}
-	key := client.ObjectKey{Namespace: ns, Name: name}
-	update := func(f func(*v1.RunAttemptStatus)) error {
-		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			ra := &v1.RunAttempt{}
-			if err := c.Get(ctx, key, ra); err != nil {
-				return err
-			}
-			f(&ra.Status)
-			now := metav1.Now()
-			ra.Status.HeartbeatTime = &now
-			return c.Status().Update(ctx, ra)
-		})
-	}
-	get := func() (*v1.RunAttempt, error) {
-		ra := &v1.RunAttempt{}
-		return ra, c.Get(ctx, key, ra)
-	}
-	waitPhase := func(phases ...v1.Phase) (*v1.RunAttempt, error) {
+	waitPhase := func(done func(self) bool) (self, error) {
 		for {
-			ra, err := get()
-			if err != nil {
-				return nil, err
+			var s self
+			if err := g.do(ctx, http.MethodGet, "/agentrun/v1/self", nil, &s); err != nil {
+				return s, err
 			}
-			for _, p := range phases {
-				if ra.Spec.RunPhase == p {
-					return ra, nil
-				}
-			}
-			if err := update(func(*v1.RunAttemptStatus) {}); err != nil {
-				return nil, err
+			if done(s) {
+				return s, nil
 			}
 			select {
 			case <-ctx.Done():
-				return nil, ctx.Err()
+				return s, ctx.Err()
 			case <-time.After(300 * time.Millisecond):
 			}
 		}
 	}
 	if hang {
-		_, err := waitPhase(v1.PhaseTerminated)
+		_, err := waitPhase(func(s self) bool { return s.Phase == "Terminated" })
+		if err != nil && strings.Contains(err.Error(), "HTTP 409") {
+			return nil // the gateway serves an ended attempt nothing
+		}
 		return err
 	}
-	if _, err := waitPhase(v1.PhaseRunning); err != nil {
+	fmt.Println("miniagent: one model request, a plan, then finish")
+	var cc map[string]any
+	if err := g.do(ctx, http.MethodPost, "/v1/chat/completions", map[string]any{
+		"model": "scripted", "messages": []map[string]string{{"role": "user", "content": "Summarize."}},
+	}, &cc); err != nil {
+		return fmt.Errorf("model request: %w", err)
+	}
+	if err := g.do(ctx, http.MethodPut, "/agentrun/v1/self/report/plan", map[string]any{"sections": []string{"Summary"}}, nil); err != nil {
 		return err
 	}
-	fmt.Println("miniagent: one model request, then finish")
-	if err := update(func(s *v1.RunAttemptStatus) {
-		s.Usage.ModelRequests = 1
-		s.Steps, s.LastProgressStep = 1, 1
-		s.FinishProposed = true
-	}); err != nil {
-		return fmt.Errorf("reporting facts: %w", err)
+	if err := g.do(ctx, http.MethodPost, "/agentrun/v1/self/steps", map[string]any{"progress": true}, nil); err != nil {
+		return err
 	}
-	ra, err := waitPhase(v1.PhaseFinalizing, v1.PhaseTerminated)
+	if err := g.do(ctx, http.MethodPost, "/agentrun/v1/self/finish", map[string]any{}, nil); err != nil {
+		return err
+	}
+	s, err := waitPhase(func(s self) bool { return s.Finalizing || s.Phase == "Terminated" })
 	if err != nil {
 		return err
 	}
-	if ra.Spec.RunPhase == v1.PhaseFinalizing {
-		cm := &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: ra.Spec.RunName + "-report",
-				Labels: map[string]string{v1.LabelRun: ra.Spec.RunName}},
-			Data: map[string]string{"01-summary.md": "# Summary\n\nminiagent was here.\n"},
+	if s.Finalizing {
+		args := map[string]any{"section": "Summary", "content": "# Summary\n\nminiagent was here.\n"}
+		var call struct {
+			ID string `json:"id"`
 		}
-		if err := c.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		if err := g.do(ctx, http.MethodPost, "/agentrun/v1/self/toolcalls", map[string]any{"tool": "report.publish", "arguments": args}, &call); err != nil {
 			return fmt.Errorf("publishing: %w", err)
 		}
-		fmt.Println("miniagent: published configmap/" + cm.Name)
-		if err := update(func(s *v1.RunAttemptStatus) {
-			s.Publication = v1.Publication{BlocksPlanned: 1, BlocksCommitted: 1, Settled: true,
-				Settlement: v1.SettlementComplete, Location: "configmap/" + cm.Name}
-		}); err != nil {
+		if err := g.do(ctx, http.MethodPost, "/agentrun/v1/self/report/sections",
+			map[string]any{"callID": call.ID, "section": args["section"], "content": args["content"]}, nil); err != nil {
+			return fmt.Errorf("publishing: %w", err)
+		}
+		if err := g.do(ctx, http.MethodPost, "/agentrun/v1/self/toolcalls/"+call.ID+"/outcome", map[string]any{}, nil); err != nil {
+			return err
+		}
+		var settled map[string]any
+		if err := g.do(ctx, http.MethodPost, "/agentrun/v1/self/settle", map[string]any{}, &settled); err != nil {
 			return fmt.Errorf("settling: %w", err)
 		}
+		fmt.Println("miniagent: settled", settled["settlement"])
 	}
 	// Exit once settled: the run ends after the pod has stopped.
 	fmt.Println("miniagent: done")
