@@ -78,6 +78,7 @@ func finalizingSince(reason v1alpha1.Reason, since time.Duration, g v1alpha1.Usa
 		in.Status.Phase, in.Status.Reason = finalizing, reason
 		in.Status.FinalizingTime = mt(since)
 		in.Status.Budget.Granted = g
+		in.Status.Finalization = &v1alpha1.FinalizationStatus{Reason: reason, Cause: "gate reached", Reserve: usage(2, 0)}
 		in.Status.Message = "gate reached; finalizing from the reserve of 2 model requests"
 		in.Status.Conditions = []metav1.Condition{
 			cond(v1alpha1.ConditionFinalizing, metav1.ConditionTrue, string(reason), in.Status.Message, since),
