@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 )
 
@@ -58,19 +58,19 @@ type phaseCollector struct{ reader client.Reader }
 func (c phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- runsByPhaseDesc }
 
 func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	list := &v1.ResearchRunList{}
+	list := &v1alpha1.ResearchRunList{}
 	if err := c.reader.List(context.Background(), list); err != nil {
 		return
 	}
-	counts := map[v1.Phase]int{}
+	counts := map[v1alpha1.Phase]int{}
 	for i := range list.Items {
 		p := list.Items[i].Status.Phase
 		if p == "" {
-			p = v1.PhasePending
+			p = v1alpha1.PhasePending
 		}
 		counts[p]++
 	}
-	for _, p := range []v1.Phase{v1.PhasePending, v1.PhaseQueued, v1.PhaseRunning, v1.PhaseRecovering, v1.PhaseFinalizing, v1.PhaseTerminated} {
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseQueued, v1alpha1.PhaseRunning, v1alpha1.PhaseRecovering, v1alpha1.PhaseFinalizing, v1alpha1.PhaseTerminated} {
 		ch <- prometheus.MustNewConstMetric(runsByPhaseDesc, prometheus.GaugeValue, float64(counts[p]), string(p))
 	}
 }
@@ -87,7 +87,7 @@ func init() {
 }
 
 // observeDecision records the metrics of an applied decision.
-func observeDecision(run *v1.ResearchRun, d lifecycle.Decision, waited time.Duration, hadFact bool) {
+func observeDecision(run *v1alpha1.ResearchRun, d lifecycle.Decision, waited time.Duration, hadFact bool) {
 	if hadFact {
 		factToDecision.Observe(waited.Seconds())
 	}
@@ -95,7 +95,7 @@ func observeDecision(run *v1.ResearchRun, d lifecycle.Decision, waited time.Dura
 		return
 	}
 	runTransitions.WithLabelValues(string(d.Status.Phase)).Inc()
-	if d.Status.Phase == v1.PhaseTerminated {
+	if d.Status.Phase == v1alpha1.PhaseTerminated {
 		runTerminations.WithLabelValues(string(d.Status.Reason), string(d.Status.Settlement)).Inc()
 	}
 }

@@ -45,7 +45,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
@@ -115,12 +115,12 @@ var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
 func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
-	run := &v1.ResearchRun{}
+	run := &v1alpha1.ResearchRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		r.facts.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if run.Status.Phase == v1.PhaseTerminated {
+	if run.Status.Phase == v1alpha1.PhaseTerminated {
 		r.facts.forget(req.NamespacedName)
 		// A terminated run still releases its session if an earlier pass
 		// could not (conflict, crash between the two writes).
@@ -160,9 +160,9 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // gathered is everything Decide needs, read from the cache.
 type gathered struct {
-	session  *v1.Session
-	policy   *v1.RuntimePolicy
-	attempts map[int32]*v1.RunAttempt
+	session  *v1alpha1.Session
+	policy   *v1alpha1.RuntimePolicy
+	attempts map[int32]*v1alpha1.RunAttempt
 	facts    []lifecycle.AttemptFacts
 	current  int32
 	pod      lifecycle.PodObservation
@@ -172,33 +172,33 @@ type gathered struct {
 	waiting string
 }
 
-func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun) (*gathered, error) {
-	g := &gathered{attempts: map[int32]*v1.RunAttempt{}, pod: lifecycle.PodObservation{Phase: lifecycle.PodAbsent}}
+func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.ResearchRun) (*gathered, error) {
+	g := &gathered{attempts: map[int32]*v1alpha1.RunAttempt{}, pod: lifecycle.PodObservation{Phase: lifecycle.PodAbsent}}
 
-	g.session = &v1.Session{}
+	g.session = &v1alpha1.Session{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, g.session); err != nil {
 		if !apierrors.IsNotFound(err) {
 			return nil, err
 		}
 		g.session = nil
-		if run.Status.Phase == "" || run.Status.Phase == v1.PhasePending {
+		if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
 			g.waiting = fmt.Sprintf("waiting for Session %q", run.Spec.SessionRef.Name)
 			return g, nil
 		}
 	}
 	if g.session != nil {
-		g.policy = &v1.RuntimePolicy{}
+		g.policy = &v1alpha1.RuntimePolicy{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: g.session.Spec.PolicyRef.Name}, g.policy); err != nil {
 			if !apierrors.IsNotFound(err) {
 				return nil, err
 			}
 			g.policy = nil
-			if run.Status.Phase == "" || run.Status.Phase == v1.PhasePending {
+			if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
 				g.waiting = fmt.Sprintf("waiting for RuntimePolicy %q of Session %q", g.session.Spec.PolicyRef.Name, g.session.Name)
 				return g, nil
 			}
 		}
-		if g.policy != nil && (run.Status.Phase == "" || run.Status.Phase == v1.PhasePending) {
+		if g.policy != nil && (run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending) {
 			// A run never starts with a chain that is not the policy's
 			// current, valid resolution: the agent would run a stale or empty
 			// interceptor chain.
@@ -209,8 +209,8 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun)
 		}
 	}
 
-	list := &v1.RunAttemptList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
+	list := &v1alpha1.RunAttemptList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
 		return nil, err
 	}
 	g.current = run.Status.Attempt
@@ -249,7 +249,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun)
 // observePod reads the current attempt's pod. A pod the cache does not show is
 // confirmed absent with a live read before it counts as gone: a stale cache
 // must never turn into a failed attempt.
-func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1.ResearchRun, attempt int32, ra *v1.RunAttempt) (lifecycle.PodObservation, *corev1.Pod, error) {
+func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.ResearchRun, attempt int32, ra *v1alpha1.RunAttempt) (lifecycle.PodObservation, *corev1.Pod, error) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, attempt)}
 	created := ra != nil && ra.Spec.PodUID != ""
 	pod := &corev1.Pod{}
@@ -263,7 +263,7 @@ func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1.Research
 	case err != nil:
 		return lifecycle.PodObservation{}, nil, err
 	}
-	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1.LabelAttempt] != strconv.Itoa(int(attempt)) {
+	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1alpha1.LabelAttempt] != strconv.Itoa(int(attempt)) {
 		return lifecycle.PodObservation{}, nil, fmt.Errorf("pod %s exists but does not belong to attempt %d of run %s", key, attempt, run.Name)
 	}
 	r.podExpectations.observed(key)
@@ -311,7 +311,7 @@ func podMessage(pod *corev1.Pod) string {
 // pass could read as a different decision: it decides again from the same
 // facts. A later step that fails is redone by the next pass, which finds the
 // decision in the status.
-func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, g *gathered, d lifecycle.Decision) error {
+func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) error {
 	if err := r.patchStatus(ctx, run, d.Status); err != nil {
 		return err
 	}
@@ -327,7 +327,7 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, 
 		if err != nil {
 			return err
 		}
-		if d.Status.Phase != v1.PhaseTerminated && !d.DeletePod {
+		if d.Status.Phase != v1alpha1.PhaseTerminated && !d.DeletePod {
 			if err := r.ensurePod(ctx, run, g, ra, d.Attempt); err != nil {
 				return err
 			}
@@ -349,12 +349,12 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, 
 	}
 
 	for _, e := range d.Events {
-		r.Recorder.Eventf(run, nil, e.Type, e.Reason, "Decide", "%s", e.Message)
+		r.Recorder.Eventf(run, nil, e.Type, e.Reason, v1alpha1.EventActionDecide, "%s", e.Message)
 	}
 	waited, hadFact := r.facts.take(client.ObjectKeyFromObject(run), r.Clock.Now())
 	observeDecision(run, d, waited, hadFact)
 
-	if d.Status.Phase == v1.PhaseTerminated {
+	if d.Status.Phase == v1alpha1.PhaseTerminated {
 		return r.releaseSession(ctx, run)
 	}
 	return nil
@@ -363,7 +363,7 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, 
 // patchStatus writes status when it changed, with a resourceVersion
 // precondition: a conflict means the run changed since it was read, and the
 // next pass decides again from fresh facts.
-func (r *ResearchRunReconciler) patchStatus(ctx context.Context, run *v1.ResearchRun, status v1.ResearchRunStatus) error {
+func (r *ResearchRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.ResearchRun, status v1alpha1.ResearchRunStatus) error {
 	if equality.Semantic.DeepEqual(run.Status, status) {
 		return nil
 	}
@@ -374,8 +374,8 @@ func (r *ResearchRunReconciler) patchStatus(ctx context.Context, run *v1.Researc
 
 // policyNotReady says why a policy's resolved chain cannot be handed to a new
 // attempt yet, or "" when it can.
-func policyNotReady(p *v1.RuntimePolicy) string {
-	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionValid)
+func policyNotReady(p *v1alpha1.RuntimePolicy) string {
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionValid)
 	switch {
 	case c == nil || c.ObservedGeneration != p.Generation || p.Status.ObservedGeneration != p.Generation:
 		return fmt.Sprintf("waiting for RuntimePolicy %q to be resolved", p.Name)
@@ -386,8 +386,8 @@ func policyNotReady(p *v1.RuntimePolicy) string {
 }
 
 // attemptSpec is the spec an attempt should carry for decision d.
-func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1.RunAttemptSpec) v1.RunAttemptSpec {
-	spec := v1.RunAttemptSpec{}
+func attemptSpec(run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1alpha1.RunAttemptSpec) v1alpha1.RunAttemptSpec {
+	spec := v1alpha1.RunAttemptSpec{}
 	if cur != nil {
 		spec = *cur.DeepCopy()
 	}
@@ -410,7 +410,7 @@ func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32
 		// replacement attempt started while the policy is being re-resolved
 		// or is invalid inherits its predecessor's snapshot: an agent never
 		// gets an empty or unresolved chain.
-		spec.Policy = v1.PolicySnapshot{
+		spec.Policy = v1alpha1.PolicySnapshot{
 			Name:          g.policy.Name,
 			ResolvedChain: g.policy.Status.ResolvedChain,
 			Tools:         g.policy.Spec.Tools,
@@ -432,19 +432,19 @@ func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32
 
 // ensureAttempt creates RunAttempt <run>-<n> if it does not exist (its name is
 // deterministic, so AlreadyExists means done) and keeps its spec current.
-func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1.ResearchRun, g *gathered, d lifecycle.Decision) (*v1.RunAttempt, error) {
+func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) (*v1alpha1.RunAttempt, error) {
 	n := d.Attempt
 	if ra := g.attempts[n]; ra != nil {
 		return ra, r.syncAttemptSpec(ctx, run, g, ra, d)
 	}
-	ra := &v1.RunAttempt{
+	ra := &v1alpha1.RunAttempt{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: run.Namespace,
 			Name:      runpod.Name(run.Name, n),
 			Labels: map[string]string{
-				v1.LabelRun:     runpod.LabelValue(run.Name),
-				v1.LabelAttempt: strconv.Itoa(int(n)),
-				v1.LabelSession: runpod.LabelValue(run.Spec.SessionRef.Name),
+				v1alpha1.LabelRun:     runpod.LabelValue(run.Name),
+				v1alpha1.LabelAttempt: strconv.Itoa(int(n)),
+				v1alpha1.LabelSession: runpod.LabelValue(run.Spec.SessionRef.Name),
 			},
 		},
 		Spec: attemptSpec(run, g, d, n, nil),
@@ -469,7 +469,7 @@ func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1.Resea
 	return ra, nil
 }
 
-func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1.ResearchRun, g *gathered, ra *v1.RunAttempt, d lifecycle.Decision) error {
+func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, ra *v1alpha1.RunAttempt, d lifecycle.Decision) error {
 	want := attemptSpec(run, g, d, ra.Spec.Attempt, &ra.Spec)
 	if ra.Spec.Attempt != d.Attempt && d.Attempt != 0 {
 		return nil
@@ -489,7 +489,7 @@ func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1.Res
 // ensurePod creates attempt n's pod once. The pod name is deterministic, so
 // AlreadyExists means another pass created it; expectations cover the window
 // in which the cache has not yet shown a pod this process created.
-func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1.ResearchRun, g *gathered, ra *v1.RunAttempt, n int32) error {
+func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, ra *v1alpha1.RunAttempt, n int32) error {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, n)}
 	var pod *corev1.Pod
 	switch {
@@ -543,14 +543,14 @@ func (r *ResearchRunReconciler) deletePod(ctx context.Context, pod *corev1.Pod) 
 
 // supersede marks an older attempt superseded and deletes its pod. Its facts
 // are still counted; they no longer drive the phase.
-func (r *ResearchRunReconciler) supersede(ctx context.Context, run *v1.ResearchRun, ra *v1.RunAttempt) error {
+func (r *ResearchRunReconciler) supersede(ctx context.Context, run *v1alpha1.ResearchRun, ra *v1alpha1.RunAttempt) error {
 	if ra == nil {
 		return nil
 	}
-	if !ra.Spec.Superseded || ra.Spec.Grant != (v1.Grant{}) {
+	if !ra.Spec.Superseded || ra.Spec.Grant != (v1alpha1.Grant{}) {
 		next := ra.DeepCopy()
 		next.Spec.Superseded = true
-		next.Spec.Grant = v1.Grant{}
+		next.Spec.Grant = v1alpha1.Grant{}
 		if err := r.Patch(ctx, next, client.MergeFrom(ra)); err != nil {
 			return err
 		}
@@ -590,11 +590,11 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.runners = &runners{clusterRole: r.RunnerClusterRole, ready: map[string]bool{}}
 
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1.RunAttempt{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
+		For(&v1alpha1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.RunAttempt{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
 		Watches(&corev1.Pod{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
-		Watches(&v1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
-		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
+		Watches(&v1alpha1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
+		Watches(&v1alpha1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("researchrun").
 		Complete(r)
@@ -605,8 +605,8 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 // deletion.
 var sessionChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1.Session)
-		n, okNew := e.ObjectNew.(*v1.Session)
+		o, okOld := e.ObjectOld.(*v1alpha1.Session)
+		n, okNew := e.ObjectNew.(*v1alpha1.Session)
 		if !okOld || !okNew {
 			return false
 		}
@@ -627,8 +627,8 @@ var factsChanged = predicate.Funcs{
 			return true
 		}
 		switch n := e.ObjectNew.(type) {
-		case *v1.RunAttempt:
-			o, ok := e.ObjectOld.(*v1.RunAttempt)
+		case *v1alpha1.RunAttempt:
+			o, ok := e.ObjectOld.(*v1alpha1.RunAttempt)
 			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
 		case *corev1.Pod:
 			o, ok := e.ObjectOld.(*corev1.Pod)

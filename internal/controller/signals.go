@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 // factClock remembers, per run, when the oldest fact not yet acted on arrived
@@ -84,7 +84,7 @@ func (f *factClock) forget(key types.NamespacedName) {
 func (f *factClock) wrap() handler.EventHandler {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		ref := metav1.GetControllerOf(obj)
-		if ref == nil || ref.Kind != "ResearchRun" || ref.APIVersion != v1.GroupVersion.String() {
+		if ref == nil || ref.Kind != "ResearchRun" || ref.APIVersion != v1alpha1.GroupVersion.String() {
 			return
 		}
 		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}

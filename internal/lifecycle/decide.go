@@ -63,24 +63,3 @@ var ladder = []rule{
 	{"Gates", gates, nil},                     // a gate at its hard limit
 	{"Steady", steady, nil},                   // keep working: grant, directives
 }
-
-// Condition reasons this package writes besides the run's own Reason values.
-const (
-	// CondReasonStopping (Ready=False): the run has decided to end and waits
-	// for its pod to stop. The run's status.reason says why. Persisted, this
-	// reason is also what keeps later passes on that decision.
-	CondReasonStopping = "Stopping"
-	// CondReasonAttemptFailed (Recovering=True): the current attempt failed;
-	// its pod is being stopped or the backoff runs. LastTransitionTime is when
-	// the failure was seen; the backoff counts from it.
-	CondReasonAttemptFailed = "AttemptFailed"
-	// CondReasonStartingAttempt (Recovering=True): a replacement attempt was
-	// started and its pod is not running yet.
-	CondReasonStartingAttempt = "StartingAttempt"
-	// CondReasonRecovered (Recovering=False): the replacement attempt runs.
-	CondReasonRecovered = "Recovered"
-	// CondReasonRunning (Ready=True): an attempt is working.
-	CondReasonRunning = "Running"
-	// CondReasonTerminated (Finalizing=False): finalization is over.
-	CondReasonTerminated = "Terminated"
-)

@@ -21,10 +21,12 @@ import (
 	"slices"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // BlockedPollInterval is how often a blocked run looks again (its referents'
@@ -108,7 +110,7 @@ func (e *enactment) recover() {
 	if v.newFailure {
 		// Restart the clock even if the run was already Recovering.
 		meta.RemoveStatusCondition(&e.st.Conditions, v1alpha1.ConditionRecovering)
-		e.setCondition(v1alpha1.ConditionRecovering, metav1.ConditionTrue, CondReasonAttemptFailed, v.cause)
+		e.setCondition(v1alpha1.ConditionRecovering, metav1.ConditionTrue, v1alpha1.ConditionReasonAttemptFailed, v.cause)
 	}
 	if v.failed && !v.newAttempt {
 		next, backoff := f.cur.n+1, dur(f.lim.backoff)
@@ -123,7 +125,7 @@ func (e *enactment) recover() {
 		e.requeue = append(e.requeue, f.recoveringSince(v.newFailure).Add(f.lim.backoff))
 		return
 	}
-	e.setCondition(v1alpha1.ConditionRecovering, metav1.ConditionTrue, CondReasonStartingAttempt, v.cause)
+	e.setCondition(v1alpha1.ConditionRecovering, metav1.ConditionTrue, v1alpha1.ConditionReasonStartingAttempt, v.cause)
 	e.st.Message = f.startingMessage(e.cur.n, v.cause)
 	e.work()
 }
@@ -159,7 +161,7 @@ func (e *enactment) enterFinalizing(reason v1alpha1.Reason, cause string) {
 	if e.st.FinalizingTime == nil {
 		e.st.FinalizingTime = e.f.stamp()
 	}
-	e.st.Finalization = &v1alpha1.FinalizationStatus{Reason: reason, Cause: truncate(cause, maxMessage), Reserve: extra}
+	e.st.Finalization = &v1alpha1.FinalizationStatus{Reason: reason, Cause: textutil.Truncate(cause, maxMessage), Reserve: extra}
 	e.st.Message = fmt.Sprintf("%s; finalizing from %s", cause, e.f.describeReserve(extra))
 	e.setCondition(v1alpha1.ConditionFinalizing, metav1.ConditionTrue, string(reason), e.st.Message)
 	e.d.Attempt = e.cur.n
@@ -219,7 +221,7 @@ func (e *enactment) setCondition(t string, s metav1.ConditionStatus, reason, msg
 		Type:               t,
 		Status:             s,
 		Reason:             reason,
-		Message:            truncate(msg, maxMessage),
+		Message:            textutil.Truncate(msg, maxMessage),
 		ObservedGeneration: e.f.in.Generation,
 		LastTransitionTime: metav1.NewTime(e.f.stampTime()),
 	})
@@ -245,7 +247,7 @@ func (e *enactment) finish() Decision {
 	if st.Phase != v1alpha1.PhaseQueued {
 		st.QueuePosition = 0
 	}
-	st.Message = truncate(st.Message, maxMessage)
+	st.Message = textutil.Truncate(st.Message, maxMessage)
 	e.conditions()
 	for _, a := range f.in.Attempts {
 		if a.Attempt < st.Attempt && !slices.Contains(e.d.Superseded, a.Attempt) {
@@ -288,7 +290,7 @@ func (e *enactment) conditions() {
 	T, F := metav1.ConditionTrue, metav1.ConditionFalse
 	switch {
 	case e.stopping:
-		e.setCondition(v1alpha1.ConditionReady, F, CondReasonStopping, e.stopWhy)
+		e.setCondition(v1alpha1.ConditionReady, F, v1alpha1.ConditionReasonStopping, e.stopWhy)
 	case st.Phase == v1alpha1.PhaseTerminated && st.Reason == v1alpha1.ReasonCompleted:
 		e.setCondition(v1alpha1.ConditionReady, T, string(st.Reason), st.Message)
 	case st.Phase == v1alpha1.PhaseTerminated:
@@ -298,7 +300,7 @@ func (e *enactment) conditions() {
 		// as in progress forever.
 		e.setCondition(v1alpha1.ConditionStalled, T, string(st.Reason), st.Message)
 	case st.Phase == v1alpha1.PhaseRunning:
-		e.setCondition(v1alpha1.ConditionReady, T, CondReasonRunning, st.Message)
+		e.setCondition(v1alpha1.ConditionReady, T, v1alpha1.ConditionReasonRunning, st.Message)
 	default:
 		e.setCondition(v1alpha1.ConditionReady, F, string(st.Phase), st.Message)
 	}
@@ -326,18 +328,18 @@ func (e *enactment) leave(t string) {
 	reason, msg := string(st.Phase), st.Message
 	switch {
 	case e.stopping:
-		reason, msg = CondReasonStopping, e.stopWhy
+		reason, msg = v1alpha1.ConditionReasonStopping, e.stopWhy
 	case st.Phase == v1alpha1.PhaseTerminated:
-		reason = CondReasonTerminated
+		reason = v1alpha1.ConditionReasonTerminated
 	case t == v1alpha1.ConditionRecovering && st.Phase == v1alpha1.PhaseRunning:
-		reason, msg = CondReasonRecovered, fmt.Sprintf("attempt %d is running", e.cur.n)
+		reason, msg = v1alpha1.ConditionReasonRecovered, fmt.Sprintf("attempt %d is running", e.cur.n)
 	}
 	e.setCondition(t, metav1.ConditionFalse, reason, msg)
 }
 
 // events reports the transition of this pass, if any.
 func (e *enactment) events() []Event {
-	const normal, warning = "Normal", "Warning"
+	const normal, warning = corev1.EventTypeNormal, corev1.EventTypeWarning
 	f, st := e.f, &e.st
 	severity := func() string {
 		if st.Reason == v1alpha1.ReasonCompleted {
@@ -347,30 +349,30 @@ func (e *enactment) events() []Event {
 	}
 	wasStopping := false
 	if c := f.condition(v1alpha1.ConditionReady); c != nil {
-		wasStopping = c.Reason == CondReasonStopping
+		wasStopping = c.Reason == v1alpha1.ConditionReasonStopping
 	}
 	var evs []Event
 	switch {
 	case st.Phase == v1alpha1.PhaseTerminated:
-		evs = append(evs, Event{severity(), "Terminated", fmt.Sprintf("%s (settlement %s): %s", st.Reason, st.Settlement, st.Message)})
+		evs = append(evs, Event{severity(), v1alpha1.EventReasonTerminated, fmt.Sprintf("%s (settlement %s): %s", st.Reason, st.Settlement, st.Message)})
 	case e.stopping && (!wasStopping || st.Reason != f.in.Status.Reason):
-		evs = append(evs, Event{severity(), CondReasonStopping, fmt.Sprintf("%s: %s", st.Reason, st.Message)})
+		evs = append(evs, Event{severity(), v1alpha1.EventReasonStopping, fmt.Sprintf("%s: %s", st.Reason, st.Message)})
 	case st.Phase != f.phase0 || st.Reason != f.in.Status.Reason:
 		switch st.Phase {
 		case v1alpha1.PhaseQueued:
-			evs = append(evs, Event{normal, "Queued", st.Message})
+			evs = append(evs, Event{normal, v1alpha1.EventReasonQueued, st.Message})
 		case v1alpha1.PhaseRunning:
-			evs = append(evs, Event{normal, "Running", st.Message})
+			evs = append(evs, Event{normal, v1alpha1.EventReasonRunning, st.Message})
 		case v1alpha1.PhaseRecovering:
-			evs = append(evs, Event{warning, "Recovering", st.Message})
+			evs = append(evs, Event{warning, v1alpha1.EventReasonRecovering, st.Message})
 		case v1alpha1.PhaseFinalizing:
-			evs = append(evs, Event{normal, "Finalizing", fmt.Sprintf("%s: %s", st.Reason, st.Message)})
+			evs = append(evs, Event{normal, v1alpha1.EventReasonFinalizing, fmt.Sprintf("%s: %s", st.Reason, st.Message)})
 		}
 	case e.v.newFailure:
-		evs = append(evs, Event{warning, "Recovering", st.Message})
+		evs = append(evs, Event{warning, v1alpha1.EventReasonRecovering, st.Message})
 	}
 	if e.v.newAttempt && !e.stopping && st.Phase != v1alpha1.PhaseTerminated {
-		evs = append(evs, Event{normal, "AttemptStarted", fmt.Sprintf("started attempt %d", e.cur.n)})
+		evs = append(evs, Event{normal, v1alpha1.EventReasonAttemptStarted, fmt.Sprintf("started attempt %d", e.cur.n)})
 	}
 	return evs
 }

@@ -228,7 +228,7 @@ func (f *facts) attemptFailure() (why, story string, latched, failed bool) {
 	why, failed = f.failure()
 	rc := f.condition(v1alpha1.ConditionRecovering)
 	latched = f.phase == v1alpha1.PhaseRecovering && rc != nil && rc.Status == metav1.ConditionTrue &&
-		rc.Reason == CondReasonAttemptFailed && f.cur.n == f.in.Status.Attempt
+		rc.Reason == v1alpha1.ConditionReasonAttemptFailed && f.cur.n == f.in.Status.Attempt
 	switch {
 	case latched:
 		return why, rc.Message, true, true

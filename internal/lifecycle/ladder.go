@@ -67,7 +67,7 @@ func absorbing(f *facts) (verdict, bool) {
 // led to it change.
 func stoppingLatch(f *facts) (verdict, bool) {
 	c := f.condition(v1alpha1.ConditionReady)
-	if c == nil || c.Reason != CondReasonStopping {
+	if c == nil || c.Reason != v1alpha1.ConditionReasonStopping {
 		return verdict{}, false
 	}
 	reason := f.in.Status.Reason

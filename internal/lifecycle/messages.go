@@ -20,26 +20,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // maxMessage is the API's bound on status.message.
 const maxMessage = 2048
-
-// truncate shortens s to at most n bytes, on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
 
 // dur prints a duration for people: whole seconds from one second up.
 func dur(d time.Duration) string {
@@ -54,7 +41,7 @@ func detail(s string) string {
 	if s == "" {
 		return ""
 	}
-	return ": " + truncate(s, 256)
+	return ": " + textutil.Truncate(s, 256)
 }
 
 // count says "1 thing" or "n things".

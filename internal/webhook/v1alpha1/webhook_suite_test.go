@@ -47,7 +47,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/controller"
 	"github.com/agentrun-dev/agentrun/test/utils"
 	// +kubebuilder:scaffold:imports
@@ -114,7 +114,7 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
 	// +kubebuilder:scaffold:scheme
 
 	root := utils.ProjectRoot()
@@ -210,7 +210,7 @@ var _ = BeforeSuite(func() {
 	}, timeout, interval).Should(Succeed())
 	// The webhooks read through the manager's cache; wait until it serves.
 	Eventually(func() error {
-		return mgr.GetClient().List(ctx, &v1.RuntimePolicyList{})
+		return mgr.GetClient().List(ctx, &v1alpha1.RuntimePolicyList{})
 	}, timeout, interval).Should(Succeed())
 })
 
