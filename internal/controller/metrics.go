@@ -47,6 +47,10 @@ var (
 		Help:    "Time from a fact arriving (RunAttempt or pod event) to the decision that acted on it being written.",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	})
+	conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_controller_conflicts_total",
+		Help: "Status writes refused because the object changed since it was read (optimistic-lock conflicts), by resource; each pass is retried from fresh cache contents.",
+	}, []string{"resource"})
 )
 
 var runsByPhaseDesc = prometheus.NewDesc("agentrun_runs", "ResearchRuns in the operator's cache, by phase.", []string{"phase"}, nil)
@@ -83,7 +87,7 @@ func registerPhaseCollector(reader client.Reader) {
 var phaseCollectorOnce sync.Once
 
 func init() {
-	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision)
+	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision, conflicts)
 }
 
 // observeDecision records the metrics of an applied decision.

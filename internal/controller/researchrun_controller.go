@@ -39,7 +39,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
@@ -52,19 +51,6 @@ import (
 
 // errClaimLost says another run won the session claim in this pass.
 var errClaimLost = errors.New("another run claimed the session first")
-
-// conflictRetry is how soon a pass that lost an optimistic-concurrency race
-// runs again, from fresh cache contents.
-const conflictRetry = 10 * time.Millisecond
-
-// requeueOnConflict turns a conflict (someone wrote the object since the cache
-// showed it) into a quiet, quick retry; other errors go to the rate limiter.
-func requeueOnConflict(err error) (ctrl.Result, error) {
-	if apierrors.IsConflict(err) {
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
-	}
-	return ctrl.Result{}, err
-}
 
 // DefaultRunnerServiceAccount is the service account attempt pods run as when
 // the policy names none.
@@ -178,7 +164,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 	g.session = &v1alpha1.Session{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, g.session); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return nil, err
+			return nil, fmt.Errorf("reading Session %s/%s: %w", run.Namespace, run.Spec.SessionRef.Name, err)
 		}
 		g.session = nil
 		if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
@@ -190,7 +176,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 		g.policy = &v1alpha1.RuntimePolicy{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: g.session.Spec.PolicyRef.Name}, g.policy); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return nil, err
+				return nil, fmt.Errorf("reading RuntimePolicy %s/%s: %w", run.Namespace, g.session.Spec.PolicyRef.Name, err)
 			}
 			g.policy = nil
 			if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
@@ -211,7 +197,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 
 	list := &v1alpha1.RunAttemptList{}
 	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing the RunAttempts of run %s: %w", klog.KObj(run), err)
 	}
 	g.current = run.Status.Attempt
 	for i := range list.Items {
@@ -261,7 +247,7 @@ func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.Re
 	case apierrors.IsNotFound(err):
 		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent, Created: created}, nil, nil
 	case err != nil:
-		return lifecycle.PodObservation{}, nil, err
+		return lifecycle.PodObservation{}, nil, fmt.Errorf("reading pod %s: %w", key, err)
 	}
 	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1alpha1.LabelAttempt] != strconv.Itoa(int(attempt)) {
 		return lifecycle.PodObservation{}, nil, fmt.Errorf("pod %s exists but does not belong to attempt %d of run %s", key, attempt, run.Name)
@@ -305,38 +291,52 @@ func podMessage(pod *corev1.Pod) string {
 }
 
 // apply carries out a decision. The status — which carries the decision:
-// phase, reason, attempt number, finalize grant — is written first; only
-// then are attempts created, pods deleted and attempts told. A status write
+// phase, reason, attempt number, finalize grant — is written first, and the
+// events right after it; only then are attempts created, pods deleted and
+// attempts told. A status write
 // that is refused (conflict) therefore leaves nothing behind that a later
 // pass could read as a different decision: it decides again from the same
 // facts. A later step that fails is redone by the next pass, which finds the
 // decision in the status.
 func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) error {
-	if err := r.patchStatus(ctx, run, d.Status); err != nil {
+	next := run.DeepCopy()
+	next.Status = d.Status
+	wrote, err := patchStatusIfChanged(ctx, r.Client, run, next)
+	if err != nil {
 		return err
 	}
+	// The events follow the write that makes them true, before any step
+	// that may fail: a later pass finds the decision in the status and has
+	// no transition of its own to report.
+	if wrote {
+		for _, e := range d.Events {
+			r.Recorder.Eventf(run, nil, e.Type, e.Reason, v1alpha1.EventActionDecide, "%s", e.Message)
+		}
+	}
+	waited, hadFact := r.facts.take(client.ObjectKeyFromObject(run), r.Clock.Now())
+	observeDecision(run, d, waited, hadFact)
 
 	for _, n := range d.Superseded {
 		if err := r.supersede(ctx, run, g.attempts[n]); err != nil {
-			return err
+			return fmt.Errorf("superseding attempt %d of run %s: %w", n, klog.KObj(run), err)
 		}
 	}
 
 	if d.Attempt > 0 {
 		ra, err := r.ensureAttempt(ctx, run, g, d)
 		if err != nil {
-			return err
+			return fmt.Errorf("ensuring RunAttempt %s/%s: %w", run.Namespace, runpod.Name(run.Name, d.Attempt), err)
 		}
 		if d.Status.Phase != v1alpha1.PhaseTerminated && !d.DeletePod {
 			if err := r.ensurePod(ctx, run, g, ra, d.Attempt); err != nil {
-				return err
+				return fmt.Errorf("ensuring the pod of attempt %d of run %s: %w", d.Attempt, klog.KObj(run), err)
 			}
 		}
 	}
 
 	if d.DeletePod && g.podObj != nil && g.podObj.DeletionTimestamp == nil {
 		if err := r.deletePod(ctx, g.podObj); err != nil {
-			return err
+			return fmt.Errorf("deleting pod %s: %w", klog.KObj(g.podObj), err)
 		}
 	}
 
@@ -344,32 +344,14 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.Researc
 	// decision names no attempt (ending, Terminated).
 	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil {
 		if err := r.syncAttemptSpec(ctx, run, g, g.attempts[g.current], d); err != nil {
-			return err
+			return fmt.Errorf("updating RunAttempt %s: %w", klog.KObj(g.attempts[g.current]), err)
 		}
 	}
-
-	for _, e := range d.Events {
-		r.Recorder.Eventf(run, nil, e.Type, e.Reason, v1alpha1.EventActionDecide, "%s", e.Message)
-	}
-	waited, hadFact := r.facts.take(client.ObjectKeyFromObject(run), r.Clock.Now())
-	observeDecision(run, d, waited, hadFact)
 
 	if d.Status.Phase == v1alpha1.PhaseTerminated {
 		return r.releaseSession(ctx, run)
 	}
 	return nil
-}
-
-// patchStatus writes status when it changed, with a resourceVersion
-// precondition: a conflict means the run changed since it was read, and the
-// next pass decides again from fresh facts.
-func (r *ResearchRunReconciler) patchStatus(ctx context.Context, run *v1alpha1.ResearchRun, status v1alpha1.ResearchRunStatus) error {
-	if equality.Semantic.DeepEqual(run.Status, status) {
-		return nil
-	}
-	next := run.DeepCopy()
-	next.Status = status
-	return r.Status().Patch(ctx, next, client.MergeFromWithOptions(run, client.MergeFromWithOptimisticLock{}))
 }
 
 // policyNotReady says why a policy's resolved chain cannot be handed to a new
@@ -598,44 +580,4 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("researchrun").
 		Complete(r)
-}
-
-// sessionChanged passes Session events that matter to its runs: the claim
-// (activeRun), the queue (positions), the permission mode, the spec, and
-// deletion.
-var sessionChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1alpha1.Session)
-		n, okNew := e.ObjectNew.(*v1alpha1.Session)
-		if !okOld || !okNew {
-			return false
-		}
-		return o.Status.ActiveRun != n.Status.ActiveRun || o.Status.Mode != n.Status.Mode ||
-			o.Status.QueuedCount != n.Status.QueuedCount || !slices.Equal(o.Status.QueuedRuns, n.Status.QueuedRuns) ||
-			o.Status.Runs != n.Status.Runs ||
-			o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
-	},
-}
-
-// factsChanged passes the events that carry facts: a RunAttempt's or pod's
-// status changing, and deletions. The operator's own creates and spec patches
-// carry none, and would only cost a reconcile that decides nothing new.
-var factsChanged = predicate.Funcs{
-	CreateFunc: func(event.CreateEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		if !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) {
-			return true
-		}
-		switch n := e.ObjectNew.(type) {
-		case *v1alpha1.RunAttempt:
-			o, ok := e.ObjectOld.(*v1alpha1.RunAttempt)
-			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
-		case *corev1.Pod:
-			o, ok := e.ObjectOld.(*corev1.Pod)
-			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
-		}
-		return true
-	},
-	DeleteFunc:  func(event.DeleteEvent) bool { return true },
-	GenericFunc: func(event.GenericEvent) bool { return true },
 }

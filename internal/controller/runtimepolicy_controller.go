@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -73,12 +72,10 @@ func (r *RuntimePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		cond.Message = fmt.Sprintf("%d interceptors resolved in (phase, priority, registration) order", len(status.ResolvedChain))
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
-	if equality.Semantic.DeepEqual(p.Status, status) {
-		return ctrl.Result{}, nil
-	}
 	next := p.DeepCopy()
 	next.Status = status
-	return ctrl.Result{}, r.Status().Patch(ctx, next, client.MergeFrom(p))
+	_, err := patchStatusIfChanged(ctx, r.Client, p, next)
+	return requeueOnConflict(err)
 }
 
 // SetupWithManager sets up the controller with the Manager.

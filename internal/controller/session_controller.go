@@ -23,7 +23,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -84,7 +84,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	runs := &v1alpha1.ResearchRunList{}
 	if err := r.List(ctx, runs, client.InNamespace(session.Namespace), client.MatchingFields{sessionRefIndex: session.Name}); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("listing the runs of Session %s: %w", klog.KObj(session), err)
 	}
 
 	if session.DeletionTimestamp != nil {
@@ -94,7 +94,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		next := session.DeepCopy()
 		controllerutil.AddFinalizer(next, SessionFinalizer)
 		if err := r.Patch(ctx, next, client.MergeFrom(session)); err != nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer of Session %s: %w", klog.KObj(session), err)
 		}
 		session = next
 	}
@@ -102,7 +102,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	policy := &v1alpha1.RuntimePolicy{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: session.Namespace, Name: session.Spec.PolicyRef.Name}, policy); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, fmt.Errorf("reading RuntimePolicy %s/%s: %w", session.Namespace, session.Spec.PolicyRef.Name, err)
 		}
 		policy = nil
 	}
@@ -122,17 +122,15 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 
-	if equality.Semantic.DeepEqual(session.Status, status) {
-		return ctrl.Result{}, nil
-	}
 	next := session.DeepCopy()
 	next.Status = status
 	// The optimistic lock keeps this write from undoing a concurrent claim of
 	// status.activeRun by a run.
-	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
+	wrote, err := patchStatusIfChanged(ctx, r.Client, session, next)
+	if err != nil {
 		return requeueOnConflict(err)
 	}
-	if changed != nil {
+	if wrote && changed != nil {
 		r.Recorder.Eventf(session, nil, corev1.EventTypeNormal, v1alpha1.EventReasonPermissionModeChanged, v1alpha1.EventActionSwitchMode,
 			"%s switched the permission mode from %s to %s: %s", changed.By, displayMode(changed.From), changed.To, changed.Reason)
 		log.Info("Permission mode changed", "by", changed.By, "from", changed.From, "to", changed.To)
@@ -249,7 +247,7 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Sess
 		}
 		next.Annotations[AnnotationStopCause] = fmt.Sprintf("session %s was deleted", session.Name)
 		if err := r.Patch(ctx, next, client.MergeFrom(run)); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return fmt.Errorf("asking run %s to stop: %w", klog.KObj(run), err)
 		}
 	}
 	if open > 0 {
@@ -257,14 +255,10 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Sess
 	}
 	next := session.DeepCopy()
 	controllerutil.RemoveFinalizer(next, SessionFinalizer)
-	return client.IgnoreNotFound(r.Patch(ctx, next, client.MergeFrom(session)))
-}
-
-// deletionChanged passes updates that set the deletion timestamp.
-var deletionChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp())
-	},
+	if err := r.Patch(ctx, next, client.MergeFrom(session)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the finalizer of Session %s: %w", klog.KObj(session), err)
+	}
+	return nil
 }
 
 // sessionRecountDelay coalesces the recounts a session's runs cause: every

@@ -17,12 +17,14 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -80,7 +82,7 @@ func queueSettings(session *v1alpha1.Session, policy *v1alpha1.RuntimePolicy) (i
 func (r *ResearchRunReconciler) sessionRuns(ctx context.Context, namespace, session string) ([]v1alpha1.ResearchRun, error) {
 	list := &v1alpha1.ResearchRunList{}
 	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{sessionRefIndex: session}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing the runs of Session %s/%s: %w", namespace, session, err)
 	}
 	return list.Items, nil
 }
@@ -119,11 +121,11 @@ func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1alpha1.Res
 		// session and its runs live before believing the position.
 		live := &v1alpha1.Session{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(session), live); err != nil {
-			return view, err
+			return view, fmt.Errorf("reading Session %s live: %w", klog.KObj(session), err)
 		}
 		list := &v1alpha1.ResearchRunList{}
 		if err := r.APIReader.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
-			return view, err
+			return view, fmt.Errorf("listing the runs of namespace %s live: %w", run.Namespace, err)
 		}
 		var mine []v1alpha1.ResearchRun
 		for i := range list.Items {
@@ -143,7 +145,7 @@ func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1alpha1.Res
 
 	next := session.DeepCopy()
 	next.Status.ActiveRun = run.Name
-	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
+	if _, err := patchStatusIfChanged(ctx, r.Client, session, next); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return view, errClaimLost
 		}
@@ -193,18 +195,18 @@ func position(view lifecycle.QueueView, run *v1alpha1.ResearchRun, session *v1al
 func (r *ResearchRunReconciler) releaseSession(ctx context.Context, run *v1alpha1.ResearchRun) error {
 	session := &v1alpha1.Session{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, session); err != nil {
-		return client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading Session %s/%s to release it: %w", run.Namespace, run.Spec.SessionRef.Name, err)
 	}
 	if session.Status.ActiveRun != run.Name {
 		return nil
 	}
 	next := session.DeepCopy()
 	next.Status.ActiveRun = ""
-	err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	_, err := patchStatusIfChanged(ctx, r.Client, session, next)
+	return client.IgnoreNotFound(err)
 }
 
 // runsOfSession maps a Session event to its runs that are not Terminated.
