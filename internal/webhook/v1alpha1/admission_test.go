@@ -36,7 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 func newNamespace() string {
@@ -49,45 +49,45 @@ func newNamespace() string {
 //go:fix inline
 
 // minimalPolicy is the source document's "minimal" chain.
-func minimalPolicy(ns string) *v1alpha1.RuntimePolicy {
-	return &v1alpha1.RuntimePolicy{
+func minimalPolicy(ns string) *v1.RuntimePolicy {
+	return &v1.RuntimePolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
-		Spec: v1alpha1.RuntimePolicySpec{
-			Interceptors: []v1alpha1.Interceptor{
-				{Name: "auth", Class: v1alpha1.ClassSecurity, Role: v1alpha1.RoleAuthentication, Phase: v1alpha1.InterceptorPre, Priority: 10, OnError: v1alpha1.PostureDeny, Veto: new(true)},
-				{Name: "rate_limit", Class: v1alpha1.ClassResource, Role: v1alpha1.RoleIdentityConsumer, Phase: v1alpha1.InterceptorPre, Priority: 20, OnError: v1alpha1.PostureDeny, Veto: new(true)},
-				{Name: "redact", Class: v1alpha1.ClassSecurity, Role: v1alpha1.RoleRedaction, Phase: v1alpha1.InterceptorPost, Priority: 50, OnError: v1alpha1.PostureDeny},
-				{Name: "audit", Class: v1alpha1.ClassObservability, Role: v1alpha1.RoleAudit, Phase: v1alpha1.InterceptorPost, Priority: 90, OnError: v1alpha1.PostureAllow, Buffered: true},
+		Spec: v1.RuntimePolicySpec{
+			Interceptors: []v1.Interceptor{
+				{Name: "auth", Class: v1.ClassSecurity, Role: v1.RoleAuthentication, Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: new(true)},
+				{Name: "rate_limit", Class: v1.ClassResource, Role: v1.RoleIdentityConsumer, Phase: v1.InterceptorPre, Priority: 20, OnError: v1.PostureDeny, Veto: new(true)},
+				{Name: "redact", Class: v1.ClassSecurity, Role: v1.RoleRedaction, Phase: v1.InterceptorPost, Priority: 50, OnError: v1.PostureDeny},
+				{Name: "audit", Class: v1.ClassObservability, Role: v1.RoleAudit, Phase: v1.InterceptorPost, Priority: 90, OnError: v1.PostureAllow, Buffered: true},
 			},
-			Tools: []v1alpha1.Tool{
-				{Name: "http.get", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
-				{Name: "notes.write", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectWrite, Idempotent: true},
-				{Name: "report.publish", Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
+			Tools: []v1.Tool{
+				{Name: "http.get", Risk: v1.RiskLow, Effect: v1.EffectNone},
+				{Name: "notes.write", Risk: v1.RiskLow, Effect: v1.EffectWrite, Idempotent: true},
+				{Name: "report.publish", Risk: v1.RiskHigh, Effect: v1.EffectExternal},
 			},
 			AutoApprove: []string{"notes.write"},
-			MaxMode:     v1alpha1.ModeAuto,
-			Limits:      v1alpha1.RunLimits{MaxModelRequests: ptr.To[int64](100), MaxSteps: ptr.To[int32](50)},
+			MaxMode:     v1.ModeAuto,
+			Limits:      v1.RunLimits{MaxModelRequests: ptr.To[int64](100), MaxSteps: ptr.To[int32](50)},
 		},
 	}
 }
 
-func newSession(ns, name string) *v1alpha1.Session {
-	return &v1alpha1.Session{
+func newSession(ns, name string) *v1.Session {
+	return &v1.Session{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec:       v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "p"}},
+		Spec:       v1.SessionSpec{PolicyRef: v1.LocalObjectReference{Name: "p"}},
 	}
 }
 
-func newRun(ns, name string) *v1alpha1.ResearchRun {
-	return &v1alpha1.ResearchRun{
+func newRun(ns, name string) *v1.ResearchRun {
+	return &v1.ResearchRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1alpha1.ResearchRunSpec{
-			SessionRef: v1alpha1.LocalObjectReference{Name: "s"},
+		Spec: v1.ResearchRunSpec{
+			SessionRef: v1.LocalObjectReference{Name: "s"},
 			Goal:       "survey",
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "agent", Image: "research-agent"}},
 			}},
-			Budget: v1alpha1.Budget{ModelRequests: 10, ToolCalls: 10, OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2}},
+			Budget: v1.Budget{ModelRequests: 10, ToolCalls: 10, OutputReserve: v1.OutputReserve{ModelRequests: 2}},
 		},
 	}
 }
@@ -124,7 +124,7 @@ var _ = Describe("RuntimePolicy admission", func() {
 		ns := newNamespace()
 		Expect(admin.Create(ctx, minimalPolicy(ns))).To(Succeed())
 		Eventually(func(g Gomega) {
-			p := &v1alpha1.RuntimePolicy{}
+			p := &v1.RuntimePolicy{}
 			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "p"}, p)).To(Succeed())
 			var names []string
 			for _, r := range p.Status.ResolvedChain {
@@ -135,26 +135,26 @@ var _ = Describe("RuntimePolicy admission", func() {
 	})
 
 	DescribeTable("rejects a chain that breaks a rule, naming the interceptor, field and rule",
-		func(mutate func(*v1alpha1.RuntimePolicySpec), parts ...string) {
+		func(mutate func(*v1.RuntimePolicySpec), parts ...string) {
 			p := minimalPolicy(newNamespace())
 			mutate(&p.Spec)
 			rejected(admin.Create(ctx, p), parts...)
 		},
-		Entry("fail-open security", func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[2].OnError = v1alpha1.PostureAllow },
+		Entry("fail-open security", func(s *v1.RuntimePolicySpec) { s.Interceptors[2].OnError = v1.PostureAllow },
 			"spec.interceptors[2].onError", `interceptor "redact"`, "must fail closed"),
-		Entry("Pre without explicit veto", func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[1].Veto = nil },
+		Entry("Pre without explicit veto", func(s *v1.RuntimePolicySpec) { s.Interceptors[1].Veto = nil },
 			"spec.interceptors[1].veto", `interceptor "rate_limit"`, "veto explicitly"),
-		Entry("auth moved after logging (a migration that reorders registration)", func(s *v1alpha1.RuntimePolicySpec) {
-			s.Interceptors = append(s.Interceptors, v1alpha1.Interceptor{Name: "log", Class: v1alpha1.ClassObservability, Role: v1alpha1.RoleLogging,
-				Phase: v1alpha1.InterceptorPre, Priority: 5, OnError: v1alpha1.PostureAllow, Veto: new(false)})
+		Entry("auth moved after logging (a migration that reorders registration)", func(s *v1.RuntimePolicySpec) {
+			s.Interceptors = append(s.Interceptors, v1.Interceptor{Name: "log", Class: v1.ClassObservability, Role: v1.RoleLogging,
+				Phase: v1.InterceptorPre, Priority: 5, OnError: v1.PostureAllow, Veto: new(false)})
 		}, `interceptor "log"`, `"auth"`),
-		Entry("rate limit before auth", func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[1].Priority = 5 },
+		Entry("rate limit before auth", func(s *v1.RuntimePolicySpec) { s.Interceptors[1].Priority = 5 },
 			`"rate_limit"`, `"auth"`),
-		Entry("audit before redact", func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[3].Priority = 40 },
+		Entry("audit before redact", func(s *v1.RuntimePolicySpec) { s.Interceptors[3].Priority = 40 },
 			`"audit"`, `"redact"`),
-		Entry("unknown requires", func(s *v1alpha1.RuntimePolicySpec) { s.Interceptors[1].Requires = []string{"authn"} },
+		Entry("unknown requires", func(s *v1.RuntimePolicySpec) { s.Interceptors[1].Requires = []string{"authn"} },
 			"spec.interceptors[1].requires[0]", `"authn"`),
-		Entry("High-risk tool in autoApprove", func(s *v1alpha1.RuntimePolicySpec) { s.AutoApprove = append(s.AutoApprove, "report.publish") },
+		Entry("High-risk tool in autoApprove", func(s *v1.RuntimePolicySpec) { s.AutoApprove = append(s.AutoApprove, "report.publish") },
 			"spec.autoApprove[1]", "High risk"),
 	)
 
@@ -163,8 +163,8 @@ var _ = Describe("RuntimePolicy admission", func() {
 		a := minimalPolicy(ns)
 		a.Name = "a"
 		a.Spec.Interceptors = append(a.Spec.Interceptors,
-			v1alpha1.Interceptor{Name: "trace", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, Priority: 95, OnError: v1alpha1.PostureAllow},
-			v1alpha1.Interceptor{Name: "metrics", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, Priority: 95, OnError: v1alpha1.PostureAllow})
+			v1.Interceptor{Name: "trace", Class: v1.ClassObservability, Phase: v1.InterceptorPost, Priority: 95, OnError: v1.PostureAllow},
+			v1.Interceptor{Name: "metrics", Class: v1.ClassObservability, Phase: v1.InterceptorPost, Priority: 95, OnError: v1.PostureAllow})
 		b := a.DeepCopy()
 		b.Name = "b"
 		n := len(b.Spec.Interceptors)
@@ -172,7 +172,7 @@ var _ = Describe("RuntimePolicy admission", func() {
 		Expect(admin.Create(ctx, a)).To(Succeed())
 		Expect(admin.Create(ctx, b)).To(Succeed())
 		tail := func(name string) []string {
-			p := &v1alpha1.RuntimePolicy{}
+			p := &v1.RuntimePolicy{}
 			Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, p)).To(Succeed())
 			var out []string
 			for _, r := range p.Status.ResolvedChain {
@@ -197,19 +197,19 @@ var _ = Describe("ResearchRun admission", func() {
 	})
 
 	DescribeTable("rejects a run with a clear error naming the field and the rule",
-		func(mutate func(*v1alpha1.ResearchRun), parts ...string) {
+		func(mutate func(*v1.ResearchRun), parts ...string) {
 			run := newRun(ns, "bad")
 			mutate(run)
 			rejected(admin.Create(ctx, run), parts...)
 		},
-		Entry("missing session", func(r *v1alpha1.ResearchRun) { r.Spec.SessionRef.Name = "nope" }, "spec.sessionRef.name", "Session does not exist"),
-		Entry("budget above the policy cap", func(r *v1alpha1.ResearchRun) { r.Spec.Budget.ModelRequests = 500 }, "spec.budget.modelRequests", "maxModelRequests"),
-		Entry("gates above the policy cap", func(r *v1alpha1.ResearchRun) { r.Spec.Gates.MaxSteps = 80 }, "spec.gates.maxSteps", "maxSteps"),
-		Entry("reserve not smaller than the budget", func(r *v1alpha1.ResearchRun) { r.Spec.Budget.OutputReserve.ModelRequests = 10 },
+		Entry("missing session", func(r *v1.ResearchRun) { r.Spec.SessionRef.Name = "nope" }, "spec.sessionRef.name", "Session does not exist"),
+		Entry("budget above the policy cap", func(r *v1.ResearchRun) { r.Spec.Budget.ModelRequests = 500 }, "spec.budget.modelRequests", "maxModelRequests"),
+		Entry("gates above the policy cap", func(r *v1.ResearchRun) { r.Spec.Gates.MaxSteps = 80 }, "spec.gates.maxSteps", "maxSteps"),
+		Entry("reserve not smaller than the budget", func(r *v1.ResearchRun) { r.Spec.Budget.OutputReserve.ModelRequests = 10 },
 			"spec.budget.outputReserve.modelRequests", "must be smaller"),
-		Entry("no container", func(r *v1alpha1.ResearchRun) { r.Spec.Template.Spec.Containers = nil },
+		Entry("no container", func(r *v1.ResearchRun) { r.Spec.Template.Spec.Containers = nil },
 			"spec.template.spec.containers", "at least one container"),
-		Entry("a privileged container", func(r *v1alpha1.ResearchRun) {
+		Entry("a privileged container", func(r *v1.ResearchRun) {
 			r.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
 		}, "privileged", "restricted Pod Security Standard"),
 	)
@@ -233,7 +233,7 @@ spec:
 		run := newRun(ns, "imm")
 		Expect(admin.Create(ctx, run)).To(Succeed())
 		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			cur := &v1alpha1.ResearchRun{}
+			cur := &v1.ResearchRun{}
 			Expect(admin.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
 			cur.Spec.Template.Spec.Containers[0].Image = "other"
 			return admin.Update(ctx, cur)
@@ -246,7 +246,7 @@ spec:
 		alice := as("alice", "system:masters")
 		patch := []byte(`{"spec":{"approvals":[{"actionID":"publish-1","decision":"Approve","comment":"ship it"}]}}`)
 		Expect(alice.Patch(ctx, run, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
-		got := &v1alpha1.ResearchRun{}
+		got := &v1.ResearchRun{}
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(run), got)).To(Succeed())
 		Expect(got.Spec.Approvals).To(HaveLen(1))
 		Expect(got.Spec.Approvals[0].Approver).To(Equal("alice"))
@@ -279,7 +279,7 @@ var _ = Describe("Session admission", func() {
 
 	It("audits a mode switch with the requester's name, and refuses one without a reason or above the ceiling", func() {
 		s := newSession(ns, "s")
-		s.Spec.Mode = v1alpha1.ModePlan
+		s.Spec.Mode = v1.ModePlan
 		Expect(admin.Create(ctx, s)).To(Succeed())
 		bob := as("bob", "system:masters")
 
@@ -292,15 +292,15 @@ var _ = Describe("Session admission", func() {
 		ok := []byte(`{"spec":{"mode":"Edit","modeChangeReason":"drafting the report"}}`)
 		Expect(bob.Patch(ctx, s, client.RawPatch(types.MergePatchType, ok))).To(Succeed())
 		Eventually(func(g Gomega) {
-			got := &v1alpha1.Session{}
+			got := &v1.Session{}
 			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
 			g.Expect(got.Status.ModeHistory).NotTo(BeEmpty())
 			last := got.Status.ModeHistory[len(got.Status.ModeHistory)-1]
 			g.Expect(last.By).To(Equal("bob"))
-			g.Expect(last.From).To(Equal(v1alpha1.ModePlan))
-			g.Expect(last.To).To(Equal(v1alpha1.ModeEdit))
+			g.Expect(last.From).To(Equal(v1.ModePlan))
+			g.Expect(last.To).To(Equal(v1.ModeEdit))
 			g.Expect(last.Reason).To(Equal("drafting the report"))
-			g.Expect(got.Status.Mode).To(Equal(v1alpha1.ModeEdit))
+			g.Expect(got.Status.Mode).To(Equal(v1.ModeEdit))
 		}, timeout, interval).Should(Succeed())
 
 		forge := []byte(`{"metadata":{"annotations":{"agentrun.dev/mode-change":"{\"to\":\"Full\",\"by\":\"the-ceo\"}"}}}`)
@@ -309,21 +309,21 @@ var _ = Describe("Session admission", func() {
 
 	It("strips a mode-change stamp forged at creation, and refuses removing the mode", func() {
 		s := newSession(ns, "forger")
-		s.Annotations = map[string]string{v1alpha1.AnnotationModeChange: `{"to":"Full","by":"the-ceo","time":"2020-01-01T00:00:00Z"}`}
+		s.Annotations = map[string]string{v1.AnnotationModeChange: `{"to":"Full","by":"the-ceo","time":"2020-01-01T00:00:00Z"}`}
 		Expect(admin.Create(ctx, s)).To(Succeed())
-		got := &v1alpha1.Session{}
+		got := &v1.Session{}
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(s), got)).To(Succeed())
-		Expect(got.Annotations).NotTo(HaveKey(v1alpha1.AnnotationModeChange))
+		Expect(got.Annotations).NotTo(HaveKey(v1.AnnotationModeChange))
 
 		moded := newSession(ns, "moded")
-		moded.Spec.Mode = v1alpha1.ModeEdit
+		moded.Spec.Mode = v1.ModeEdit
 		Expect(admin.Create(ctx, moded)).To(Succeed())
 		rejected(admin.Patch(ctx, moded, client.RawPatch(types.JSONPatchType, []byte(`[{"op":"remove","path":"/spec/mode"}]`))),
 			"spec.mode", "cannot be removed once set")
 	})
 
 	It("refuses a queue timeout of 0 (none) when the policy bounds timeouts", func() {
-		p := &v1alpha1.RuntimePolicy{}
+		p := &v1.RuntimePolicy{}
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "p"}, p)).To(Succeed())
 		Expect(p.Spec.Queue.MaxTimeout).NotTo(BeNil(), "the CRD defaults queue.maxTimeout")
 		s := newSession(ns, "forever")
@@ -377,7 +377,7 @@ var _ = Describe("Authority over state", func() {
 			pod := &corev1.Pod{}
 			Eventually(func(g Gomega) {
 				g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: run + "-1"}, pod)).To(Succeed())
-				ra := &v1alpha1.RunAttempt{}
+				ra := &v1.RunAttempt{}
 				g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: run + "-1"}, ra)).To(Succeed())
 				g.Expect(ra.Spec.PodUID).To(Equal(string(pod.UID)))
 			}, timeout, interval).Should(Succeed())
@@ -399,7 +399,7 @@ var _ = Describe("Authority over state", func() {
 		}
 		writes := map[string]func(c client.Client) error{
 			"RunAttempt status": func(c client.Client) error {
-				ra := &v1alpha1.RunAttempt{}
+				ra := &v1.RunAttempt{}
 				if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "mine-1"}, ra); err != nil {
 					return err
 				}
@@ -407,7 +407,7 @@ var _ = Describe("Authority over state", func() {
 				return c.Status().Update(ctx, ra)
 			},
 			"RunAttempt spec": func(c client.Client) error {
-				ra := &v1alpha1.RunAttempt{}
+				ra := &v1.RunAttempt{}
 				if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "mine-1"}, ra); err != nil {
 					return err
 				}
@@ -415,7 +415,7 @@ var _ = Describe("Authority over state", func() {
 				return c.Update(ctx, ra)
 			},
 			"ResearchRun status": func(c client.Client) error {
-				run := &v1alpha1.ResearchRun{}
+				run := &v1.ResearchRun{}
 				if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "mine"}, run); err != nil {
 					return err
 				}
@@ -423,7 +423,7 @@ var _ = Describe("Authority over state", func() {
 				return c.Status().Update(ctx, run)
 			},
 			"Session status": func(c client.Client) error {
-				s := &v1alpha1.Session{}
+				s := &v1.Session{}
 				if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "s"}, s); err != nil {
 					return err
 				}
@@ -432,7 +432,7 @@ var _ = Describe("Authority over state", func() {
 			},
 			"RunAttempt delete": func(c client.Client) error {
 				// A dry run decides exactly as a delete would, and keeps the attempt.
-				ra := &v1alpha1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine-1"}}
+				ra := &v1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine-1"}}
 				return c.Delete(ctx, ra, client.DryRunAll)
 			},
 		}

@@ -29,7 +29,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 	"github.com/agentrun-dev/agentrun/pkg/agent/research"
 )
@@ -41,21 +41,21 @@ import (
 
 // agentWorld is a namespace whose policy lets the research agent work in
 // mode Auto; publishRisk sets report.publish's risk (High needs approval).
-func agentWorld(publishRisk v1alpha1.Risk) string {
+func agentWorld(publishRisk v1.Risk) string {
 	GinkgoHelper()
 	ns := newNamespace()
 	p := minimalPolicy(ns)
-	p.Spec.Tools = []v1alpha1.Tool{
-		{Name: "notes.write", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectWrite, Idempotent: true},
-		{Name: "report.publish", Risk: publishRisk, Effect: v1alpha1.EffectExternal, Idempotent: true},
+	p.Spec.Tools = []v1.Tool{
+		{Name: "notes.write", Risk: v1.RiskLow, Effect: v1.EffectWrite, Idempotent: true},
+		{Name: "report.publish", Risk: publishRisk, Effect: v1.EffectExternal, Idempotent: true},
 	}
 	p.Spec.AutoApprove = []string{"notes.write"}
-	if publishRisk != v1alpha1.RiskHigh {
+	if publishRisk != v1.RiskHigh {
 		p.Spec.AutoApprove = append(p.Spec.AutoApprove, "report.publish")
 	}
 	Expect(admin.Create(ctx, p)).To(Succeed())
 	s := newSession(ns, "s")
-	s.Spec.Mode = v1alpha1.ModeAuto
+	s.Spec.Mode = v1.ModeAuto
 	s.Spec.ModeChangeReason = "the agent stories run unattended"
 	Expect(admin.Create(ctx, s)).To(Succeed())
 	return ns
@@ -67,13 +67,13 @@ func agentWorld(publishRisk v1alpha1.Risk) string {
 func agentRun(ns, name string, budget, reserve int64, script string) <-chan error {
 	GinkgoHelper()
 	run := newRun(ns, name)
-	run.Spec.Budget = v1alpha1.Budget{ModelRequests: budget, ToolCalls: 40, OutputReserve: v1alpha1.OutputReserve{ModelRequests: reserve, ToolCalls: 5}}
+	run.Spec.Budget = v1.Budget{ModelRequests: budget, ToolCalls: 40, OutputReserve: v1.OutputReserve{ModelRequests: reserve, ToolCalls: 5}}
 	Expect(admin.Create(ctx, run)).To(Succeed())
 
 	pod := &corev1.Pod{}
 	Eventually(func(g Gomega) {
 		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name + "-1"}, pod)).To(Succeed())
-		ra := &v1alpha1.RunAttempt{}
+		ra := &v1.RunAttempt{}
 		g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name + "-1"}, ra)).To(Succeed())
 		g.Expect(ra.Spec.PodUID).To(Equal(string(pod.UID)))
 	}, timeout, interval).Should(Succeed())
@@ -123,20 +123,20 @@ func kubelet(pod *corev1.Pod, phase corev1.PodPhase) {
 	})).To(Succeed())
 }
 
-func runOf(ns, name string) *v1alpha1.ResearchRun {
+func runOf(ns, name string) *v1.ResearchRun {
 	GinkgoHelper()
-	run := &v1alpha1.ResearchRun{}
+	run := &v1.ResearchRun{}
 	Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, run)).To(Succeed())
 	return run
 }
 
-func eventuallyTerminated(ns, name string) *v1alpha1.ResearchRun {
+func eventuallyTerminated(ns, name string) *v1.ResearchRun {
 	GinkgoHelper()
-	var run *v1alpha1.ResearchRun
-	Eventually(func() v1alpha1.Phase {
+	var run *v1.ResearchRun
+	Eventually(func() v1.Phase {
 		run = runOf(ns, name)
 		return run.Status.Phase
-	}, 60*time.Second, interval).Should(Equal(v1alpha1.PhaseTerminated))
+	}, 60*time.Second, interval).Should(Equal(v1.PhaseTerminated))
 	return run
 }
 
@@ -163,28 +163,28 @@ turns:
 
 var _ = Describe("The research agent against the real operator", func() {
 	It("completes a normal run with a published report, and ignores 'continue' advice after finish", func() {
-		ns := agentWorld(v1alpha1.RiskMedium)
+		ns := agentWorld(v1.RiskMedium)
 		done := agentRun(ns, "normal", 20, 2, normalScript)
 		Eventually(done, 60*time.Second).Should(Receive(BeNil()))
 		run := eventuallyTerminated(ns, "normal")
-		Expect(run.Status.Reason).To(Equal(v1alpha1.ReasonCompleted), run.Status.Message)
-		Expect(run.Status.Settlement).To(Equal(v1alpha1.SettlementComplete))
+		Expect(run.Status.Reason).To(Equal(v1.ReasonCompleted), run.Status.Message)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementComplete))
 		// plan + 3 turns (the last one finishes); the advice adds none.
 		Expect(run.Status.Budget.Used.ModelRequests).To(Equal(int64(4)))
 
 		cm := report(ns, "normal")
-		Expect(cm.Labels).To(HaveKeyWithValue(v1alpha1.LabelRun, "normal"))
+		Expect(cm.Labels).To(HaveKeyWithValue(v1.LabelRun, "normal"))
 		Expect(cm.OwnerReferences).To(ContainElement(HaveField("UID", run.UID)))
 		Expect(cm.Data).To(HaveKey("01-overview.md"))
 		Expect(cm.Data).To(HaveKey("02-replication.md"))
 
-		ra := &v1alpha1.RunAttempt{}
+		ra := &v1.RunAttempt{}
 		Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "normal-1"}, ra)).To(Succeed())
 		Expect(ra.Status.Advice).To(ContainElement(HaveField("Kind", "Continue")))
 	})
 
 	It("finalizes a budget exhaustion from exactly the reserve: BudgetExhausted/Partial", func() {
-		ns := agentWorld(v1alpha1.RiskMedium)
+		ns := agentWorld(v1.RiskMedium)
 		script := `
 plan: [Alpha, Beta, Gamma]
 turns:
@@ -200,8 +200,8 @@ finalize:
 		done := agentRun(ns, "budget", 8, 2, script)
 		Eventually(done, 60*time.Second).Should(Receive(BeNil()))
 		run := eventuallyTerminated(ns, "budget")
-		Expect(run.Status.Reason).To(Equal(v1alpha1.ReasonBudgetExhausted), run.Status.Message)
-		Expect(run.Status.Settlement).To(Equal(v1alpha1.SettlementPartial))
+		Expect(run.Status.Reason).To(Equal(v1.ReasonBudgetExhausted), run.Status.Message)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementPartial))
 		Expect(run.Status.FinalizingTime).NotTo(BeNil())
 		// The working allowance is 6 and was used up; finalizing spent from
 		// the 2-request reserve (one request for the one unpublished section
@@ -214,7 +214,7 @@ finalize:
 	})
 
 	It("waits for an approval before a High-risk publish, and publishes once a user approves", func() {
-		ns := agentWorld(v1alpha1.RiskHigh)
+		ns := agentWorld(v1.RiskHigh)
 		script := `
 plan: [Overview]
 turns:
@@ -225,7 +225,7 @@ turns:
 		done := agentRun(ns, "approval", 10, 2, script)
 		var action string
 		Eventually(func(g Gomega) {
-			ra := &v1alpha1.RunAttempt{}
+			ra := &v1.RunAttempt{}
 			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "approval-1"}, ra)).To(Succeed())
 			g.Expect(ra.Status.AwaitingApproval).To(HaveLen(1))
 			action = ra.Status.AwaitingApproval[0]
@@ -239,8 +239,8 @@ turns:
 
 		Eventually(done, 60*time.Second).Should(Receive(BeNil()))
 		run := eventuallyTerminated(ns, "approval")
-		Expect(run.Status.Reason).To(Equal(v1alpha1.ReasonCompleted), run.Status.Message)
-		Expect(run.Status.Settlement).To(Equal(v1alpha1.SettlementComplete))
+		Expect(run.Status.Reason).To(Equal(v1.ReasonCompleted), run.Status.Message)
+		Expect(run.Status.Settlement).To(Equal(v1.SettlementComplete))
 		Expect(run.Spec.Approvals).To(ContainElement(HaveField("Approver", "carol")))
 		Expect(report(ns, "approval").Data).To(HaveKeyWithValue("01-overview.md", ContainSubstring("Approved content.")))
 	})
