@@ -50,6 +50,6 @@ limitations under the License.
 //
 // The other files: predicates.go (which watch events start a pass, and
 // why the others do not), fact_latency.go (when a fact arrived, for
-// agentrun_fact_to_decision_seconds), metrics.go, runner_rbac.go (the
-// runner service account and its RoleBinding), indexes.go (cache indexes).
+// agentrun_fact_to_decision_seconds), metrics.go, runner.go (what a
+// namespace needs before its first attempt pod), indexes.go (cache indexes).
 package controller

@@ -122,7 +122,7 @@ func newEdge(t *testing.T, funcs interceptor.Funcs) *edge {
 		Client: e.client, APIReader: e.client, Scheme: s, Recorder: e.recorder, Clock: e.clock,
 		facts:           newFactClock(e.clock),
 		podExpectations: newExpectations(e.clock, time.Minute),
-		runners:         &runners{clusterRole: DefaultRunnerClusterRole, ready: map[string]bool{}},
+		runners:         &runners{ready: map[string]bool{}},
 	}
 	return e
 }
