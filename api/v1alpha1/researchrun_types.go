@@ -249,6 +249,26 @@ type GateStatus struct {
 	Directives []DirectiveType `json:"directives,omitempty"`
 }
 
+// FinalizationStatus is how a run entered Finalizing. It is set once, with the
+// phase, and kept once the run is Terminated: later passes and the final
+// message tell the finalization from it, never from status.message.
+type FinalizationStatus struct {
+	// reason is why the run finalizes. It is status.reason while the run is
+	// Finalizing, and stays when a cancel or a violation ends the finalization
+	// with another status.reason.
+	// +required
+	Reason Reason `json:"reason"`
+	// cause is the sentence with the numbers behind reason, e.g. "working
+	// budget exhausted at 40/40 model requests".
+	// +kubebuilder:validation:MaxLength=2048
+	// +required
+	Cause string `json:"cause"`
+	// reserve is what the finalization was given beyond the attempt's usage
+	// when it began: the output reserve, or what was left of it.
+	// +optional
+	Reserve Usage `json:"reserve,omitzero"`
+}
+
 // ResearchRunStatus is written only by the operator (the termination owner).
 type ResearchRunStatus struct {
 	// observedGeneration is the spec generation this status describes.
@@ -286,6 +306,9 @@ type ResearchRunStatus struct {
 	// finalizingTime is when the run entered Finalizing.
 	// +optional
 	FinalizingTime *metav1.Time `json:"finalizingTime,omitempty"`
+	// finalization is how the run entered Finalizing; unset if it never did.
+	// +optional
+	Finalization *FinalizationStatus `json:"finalization,omitempty"`
 	// completionTime is when the run became Terminated.
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`

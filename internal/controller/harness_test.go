@@ -32,7 +32,7 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 // world is one test's namespace with a policy and a session, plus a watch
@@ -42,12 +42,12 @@ type world struct {
 	session string
 
 	mu     sync.Mutex
-	phases map[string][]v1.Phase
+	phases map[string][]v1alpha1.Phase
 	stop   func()
 
 	// current phase and session of every run, as the watch saw them, and
 	// every moment two runs of one session were active together.
-	current   map[string]v1.Phase
+	current   map[string]v1alpha1.Phase
 	sessionOf map[string]string
 	overlaps  []string
 }
@@ -56,27 +56,27 @@ func newWorld() *world {
 	GinkgoHelper()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "story-"}}
 	Expect(k8sClient.Create(ctx, ns)).To(Succeed())
-	w := &world{ns: ns.Name, session: "s", phases: map[string][]v1.Phase{},
-		current: map[string]v1.Phase{}, sessionOf: map[string]string{}}
+	w := &world{ns: ns.Name, session: "s", phases: map[string][]v1alpha1.Phase{},
+		current: map[string]v1alpha1.Phase{}, sessionOf: map[string]string{}}
 
-	Expect(k8sClient.Create(ctx, &v1.RuntimePolicy{
+	Expect(k8sClient.Create(ctx, &v1alpha1.RuntimePolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "p"},
-		Spec: v1.RuntimePolicySpec{
-			Tools: []v1.Tool{
-				{Name: "http.get", Risk: v1.RiskLow, Effect: v1.EffectNone},
-				{Name: "report.publish", Risk: v1.RiskHigh, Effect: v1.EffectExternal},
+		Spec: v1alpha1.RuntimePolicySpec{
+			Tools: []v1alpha1.Tool{
+				{Name: "http.get", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
+				{Name: "report.publish", Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
 			},
 		},
 	})).To(Succeed())
 	w.newSession(w.session)
 
-	watcher, err := k8sClient.Watch(ctx, &v1.ResearchRunList{}, client.InNamespace(w.ns))
+	watcher, err := k8sClient.Watch(ctx, &v1alpha1.ResearchRunList{}, client.InNamespace(w.ns))
 	Expect(err).NotTo(HaveOccurred())
 	w.stop = watcher.Stop
 	go func() {
 		defer GinkgoRecover()
 		for ev := range watcher.ResultChan() {
-			run, ok := ev.Object.(*v1.ResearchRun)
+			run, ok := ev.Object.(*v1alpha1.ResearchRun)
 			if !ok {
 				continue
 			}
@@ -120,20 +120,20 @@ func newWorld() *world {
 
 func (w *world) newSession(name string) {
 	GinkgoHelper()
-	Expect(k8sClient.Create(ctx, &v1.Session{
+	Expect(k8sClient.Create(ctx, &v1alpha1.Session{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-		Spec:       v1.SessionSpec{PolicyRef: v1.LocalObjectReference{Name: "p"}},
+		Spec:       v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "p"}},
 	})).To(Succeed())
 }
 
 // phaseSequence returns the phases the watch saw for run, in order, without
 // the Pending/Queued prefix.
-func (w *world) phaseSequence(run string) []v1.Phase {
+func (w *world) phaseSequence(run string) []v1alpha1.Phase {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var out []v1.Phase
+	var out []v1alpha1.Phase
 	for _, p := range w.phases[run] {
-		if len(out) == 0 && (p == v1.PhasePending || p == v1.PhaseQueued) {
+		if len(out) == 0 && (p == v1alpha1.PhasePending || p == v1alpha1.PhaseQueued) {
 			continue
 		}
 		out = append(out, p)
@@ -142,21 +142,21 @@ func (w *world) phaseSequence(run string) []v1.Phase {
 }
 
 // run creates a ResearchRun with a small budget; mutate adjusts the spec.
-func (w *world) run(name string, mutate func(*v1.ResearchRun)) *v1.ResearchRun {
+func (w *world) run(name string, mutate func(*v1alpha1.ResearchRun)) *v1alpha1.ResearchRun {
 	GinkgoHelper()
-	run := &v1.ResearchRun{
+	run := &v1alpha1.ResearchRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name},
-		Spec: v1.ResearchRunSpec{
-			SessionRef: v1.LocalObjectReference{Name: w.session},
+		Spec: v1alpha1.ResearchRunSpec{
+			SessionRef: v1alpha1.LocalObjectReference{Name: w.session},
 			Goal:       "survey the field",
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "agent", Image: "research-agent"}},
 			}},
-			Budget: v1.Budget{
+			Budget: v1alpha1.Budget{
 				ModelRequests: 10, ToolCalls: 10,
-				OutputReserve: v1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
+				OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
 			},
-			Recovery: v1.Recovery{Backoff: &metav1.Duration{}},
+			Recovery: v1alpha1.Recovery{Backoff: &metav1.Duration{}},
 		},
 	}
 	if mutate != nil {
@@ -166,17 +166,17 @@ func (w *world) run(name string, mutate func(*v1.ResearchRun)) *v1.ResearchRun {
 	return run
 }
 
-func (w *world) get(name string) *v1.ResearchRun {
+func (w *world) get(name string) *v1alpha1.ResearchRun {
 	GinkgoHelper()
-	run := &v1.ResearchRun{}
+	run := &v1alpha1.ResearchRun{}
 	Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, run)).To(Succeed())
 	return run
 }
 
 // eventually waits until run is in phase (and, if given, has reason).
-func (w *world) eventually(name string, phase v1.Phase, reason v1.Reason) *v1.ResearchRun {
+func (w *world) eventually(name string, phase v1alpha1.Phase, reason v1alpha1.Reason) *v1alpha1.ResearchRun {
 	GinkgoHelper()
-	run := &v1.ResearchRun{}
+	run := &v1alpha1.ResearchRun{}
 	Eventually(func(g Gomega) {
 		g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: name}, run)).To(Succeed())
 		g.Expect(run.Status.Phase).To(Equal(phase), "message: %s", run.Status.Message)
@@ -200,9 +200,9 @@ func (w *world) pod(run string, n int) *corev1.Pod {
 }
 
 // attempt waits for RunAttempt n to exist and returns it.
-func (w *world) attempt(run string, n int) *v1.RunAttempt {
+func (w *world) attempt(run string, n int) *v1alpha1.RunAttempt {
 	GinkgoHelper()
-	ra := &v1.RunAttempt{}
+	ra := &v1alpha1.RunAttempt{}
 	Eventually(func() error {
 		return k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName(run, n)}, ra)
 	}, timeout, interval).Should(Succeed())
@@ -230,15 +230,15 @@ func (w *world) kubelet(run string, n int, phase corev1.PodPhase) {
 func (w *world) start(run string, n int) {
 	GinkgoHelper()
 	w.kubelet(run, n, corev1.PodRunning)
-	w.eventually(run, v1.PhaseRunning, "")
+	w.eventually(run, v1alpha1.PhaseRunning, "")
 }
 
 // agent writes attempt n's status as the agent would (retrying conflicts).
-func (w *world) agent(run string, n int, mutate func(*v1.RunAttemptStatus)) {
+func (w *world) agent(run string, n int, mutate func(*v1alpha1.RunAttemptStatus)) {
 	GinkgoHelper()
 	Eventually(func() error {
 		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
-			ra := &v1.RunAttempt{}
+			ra := &v1alpha1.RunAttempt{}
 			if err := k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName(run, n)}, ra); err != nil {
 				return err
 			}
@@ -249,21 +249,21 @@ func (w *world) agent(run string, n int, mutate func(*v1.RunAttemptStatus)) {
 }
 
 // finish reports finish, a settled publication and the pod's exit.
-func (w *world) finish(run string, n int, settlement v1.Settlement) {
+func (w *world) finish(run string, n int, settlement v1alpha1.Settlement) {
 	GinkgoHelper()
-	w.agent(run, n, func(s *v1.RunAttemptStatus) {
+	w.agent(run, n, func(s *v1alpha1.RunAttemptStatus) {
 		s.FinishProposed = true
 	})
-	w.eventually(run, v1.PhaseFinalizing, v1.ReasonCompleted)
+	w.eventually(run, v1alpha1.PhaseFinalizing, v1alpha1.ReasonCompleted)
 	w.settle(run, n, settlement)
 }
 
 // settle persists the publication's settlement and lets the pod exit.
-func (w *world) settle(run string, n int, settlement v1.Settlement) {
+func (w *world) settle(run string, n int, settlement v1alpha1.Settlement) {
 	GinkgoHelper()
-	w.agent(run, n, func(s *v1.RunAttemptStatus) {
-		s.Publication = v1.Publication{BlocksPlanned: 3, BlocksCommitted: 3, Settlement: settlement, Settled: true}
-		if settlement == v1.SettlementPartial {
+	w.agent(run, n, func(s *v1alpha1.RunAttemptStatus) {
+		s.Publication = v1alpha1.Publication{BlocksPlanned: 3, BlocksCommitted: 3, Settlement: settlement, Settled: true}
+		if settlement == v1alpha1.SettlementPartial {
 			s.Publication.BlocksCommitted = 1
 		}
 	})
@@ -271,17 +271,17 @@ func (w *world) settle(run string, n int, settlement v1.Settlement) {
 }
 
 // stopRun sets spec.stop with a merge patch, as kubectl patch would.
-func (w *world) stopRun(name string, stop v1.StopRequest) {
+func (w *world) stopRun(name string, stop v1alpha1.StopRequest) {
 	GinkgoHelper()
-	run := &v1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+	run := &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
 	patch := []byte(fmt.Sprintf(`{"spec":{"stop":%q}}`, stop))
 	Expect(k8sClient.Patch(ctx, run, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
 }
 
 // approve appends an approval with a JSON patch, as kubectl patch would.
-func (w *world) approve(name string, a v1.Approval) {
+func (w *world) approve(name string, a v1alpha1.Approval) {
 	GinkgoHelper()
-	run := &v1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
+	run := &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: name}}
 	if len(w.get(name).Spec.Approvals) == 0 {
 		patch := []byte(fmt.Sprintf(`{"spec":{"approvals":[{"actionID":%q,"decision":%q}]}}`, a.ActionID, a.Decision))
 		Expect(k8sClient.Patch(ctx, run, client.RawPatch(types.MergePatchType, patch))).To(Succeed())
@@ -294,11 +294,11 @@ func (w *world) approve(name string, a v1.Approval) {
 // attempts lists the RunAttempt numbers of run.
 func (w *world) attempts(run string) []int {
 	GinkgoHelper()
-	list := &v1.RunAttemptList{}
-	Expect(k8sClient.List(ctx, list, client.InNamespace(w.ns), client.MatchingLabels{v1.LabelRun: run})).To(Succeed())
+	list := &v1alpha1.RunAttemptList{}
+	Expect(k8sClient.List(ctx, list, client.InNamespace(w.ns), client.MatchingLabels{v1alpha1.LabelRun: run})).To(Succeed())
 	var out []int
 	for _, ra := range list.Items {
-		n, err := strconv.Atoi(ra.Labels[v1.LabelAttempt])
+		n, err := strconv.Atoi(ra.Labels[v1alpha1.LabelAttempt])
 		Expect(err).NotTo(HaveOccurred())
 		out = append(out, n)
 	}

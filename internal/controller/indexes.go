@@ -20,7 +20,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 // FieldIndexer is the part of a manager that registers cache indexes.
@@ -31,12 +31,12 @@ type FieldIndexer interface {
 // SetupIndexes registers the cache indexes the controllers and webhooks use.
 // Call it once per manager, before the controllers start.
 func SetupIndexes(ctx context.Context, idx FieldIndexer) error {
-	if err := idx.IndexField(ctx, &v1.ResearchRun{}, sessionRefIndex, func(o client.Object) []string {
-		return []string{o.(*v1.ResearchRun).Spec.SessionRef.Name}
+	if err := idx.IndexField(ctx, &v1alpha1.ResearchRun{}, sessionRefIndex, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.ResearchRun).Spec.SessionRef.Name}
 	}); err != nil {
 		return err
 	}
-	return idx.IndexField(ctx, &v1.Session{}, policyRefIndex, func(o client.Object) []string {
-		return []string{o.(*v1.Session).Spec.PolicyRef.Name}
+	return idx.IndexField(ctx, &v1alpha1.Session{}, policyRefIndex, func(o client.Object) []string {
+		return []string{o.(*v1alpha1.Session).Spec.PolicyRef.Name}
 	})
 }

@@ -24,7 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 )
 
@@ -47,6 +47,10 @@ var (
 		Help:    "Time from a fact arriving (RunAttempt or pod event) to the decision that acted on it being written.",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	})
+	conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_controller_conflicts_total",
+		Help: "Status writes refused because the object changed since it was read (optimistic-lock conflicts), by resource; each pass is retried from fresh cache contents.",
+	}, []string{"resource"})
 )
 
 var runsByPhaseDesc = prometheus.NewDesc("agentrun_runs", "ResearchRuns in the operator's cache, by phase.", []string{"phase"}, nil)
@@ -58,19 +62,19 @@ type phaseCollector struct{ reader client.Reader }
 func (c phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- runsByPhaseDesc }
 
 func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	list := &v1.ResearchRunList{}
+	list := &v1alpha1.ResearchRunList{}
 	if err := c.reader.List(context.Background(), list); err != nil {
 		return
 	}
-	counts := map[v1.Phase]int{}
+	counts := map[v1alpha1.Phase]int{}
 	for i := range list.Items {
 		p := list.Items[i].Status.Phase
 		if p == "" {
-			p = v1.PhasePending
+			p = v1alpha1.PhasePending
 		}
 		counts[p]++
 	}
-	for _, p := range []v1.Phase{v1.PhasePending, v1.PhaseQueued, v1.PhaseRunning, v1.PhaseRecovering, v1.PhaseFinalizing, v1.PhaseTerminated} {
+	for _, p := range []v1alpha1.Phase{v1alpha1.PhasePending, v1alpha1.PhaseQueued, v1alpha1.PhaseRunning, v1alpha1.PhaseRecovering, v1alpha1.PhaseFinalizing, v1alpha1.PhaseTerminated} {
 		ch <- prometheus.MustNewConstMetric(runsByPhaseDesc, prometheus.GaugeValue, float64(counts[p]), string(p))
 	}
 }
@@ -83,11 +87,11 @@ func registerPhaseCollector(reader client.Reader) {
 var phaseCollectorOnce sync.Once
 
 func init() {
-	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision)
+	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision, conflicts)
 }
 
 // observeDecision records the metrics of an applied decision.
-func observeDecision(run *v1.ResearchRun, d lifecycle.Decision, waited time.Duration, hadFact bool) {
+func observeDecision(run *v1alpha1.ResearchRun, d lifecycle.Decision, waited time.Duration, hadFact bool) {
 	if hadFact {
 		factToDecision.Observe(waited.Seconds())
 	}
@@ -95,7 +99,7 @@ func observeDecision(run *v1.ResearchRun, d lifecycle.Decision, waited time.Dura
 		return
 	}
 	runTransitions.WithLabelValues(string(d.Status.Phase)).Inc()
-	if d.Status.Phase == v1.PhaseTerminated {
+	if d.Status.Phase == v1alpha1.PhaseTerminated {
 		runTerminations.WithLabelValues(string(d.Status.Reason), string(d.Status.Settlement)).Inc()
 	}
 }

@@ -39,32 +39,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
 // errClaimLost says another run won the session claim in this pass.
 var errClaimLost = errors.New("another run claimed the session first")
-
-// conflictRetry is how soon a pass that lost an optimistic-concurrency race
-// runs again, from fresh cache contents.
-const conflictRetry = 10 * time.Millisecond
-
-// requeueOnConflict turns a conflict (someone wrote the object since the cache
-// showed it) into a quiet, quick retry; other errors go to the rate limiter.
-func requeueOnConflict(err error) (ctrl.Result, error) {
-	if apierrors.IsConflict(err) {
-		return ctrl.Result{RequeueAfter: conflictRetry}, nil
-	}
-	return ctrl.Result{}, err
-}
 
 // DefaultRunnerServiceAccount is the service account attempt pods run as when
 // the policy names none.
@@ -119,12 +105,12 @@ var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
 func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
 
-	run := &v1.ResearchRun{}
+	run := &v1alpha1.ResearchRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		r.facts.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if run.Status.Phase == v1.PhaseTerminated {
+	if run.Status.Phase == v1alpha1.PhaseTerminated {
 		r.facts.forget(req.NamespacedName)
 		// A terminated run still releases its session if an earlier pass
 		// could not (conflict, crash between the two writes).
@@ -164,9 +150,9 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 
 // gathered is everything Decide needs, read from the cache.
 type gathered struct {
-	session  *v1.Session
-	policy   *v1.RuntimePolicy
-	attempts map[int32]*v1.RunAttempt
+	session  *v1alpha1.Session
+	policy   *v1alpha1.RuntimePolicy
+	attempts map[int32]*v1alpha1.RunAttempt
 	facts    []lifecycle.AttemptFacts
 	current  int32
 	pod      lifecycle.PodObservation
@@ -176,33 +162,33 @@ type gathered struct {
 	waiting string
 }
 
-func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun) (*gathered, error) {
-	g := &gathered{attempts: map[int32]*v1.RunAttempt{}, pod: lifecycle.PodObservation{Phase: lifecycle.PodAbsent}}
+func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.ResearchRun) (*gathered, error) {
+	g := &gathered{attempts: map[int32]*v1alpha1.RunAttempt{}, pod: lifecycle.PodObservation{Phase: lifecycle.PodAbsent}}
 
-	g.session = &v1.Session{}
+	g.session = &v1alpha1.Session{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, g.session); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return nil, err
+			return nil, fmt.Errorf("reading Session %s/%s: %w", run.Namespace, run.Spec.SessionRef.Name, err)
 		}
 		g.session = nil
-		if run.Status.Phase == "" || run.Status.Phase == v1.PhasePending {
+		if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
 			g.waiting = fmt.Sprintf("waiting for Session %q", run.Spec.SessionRef.Name)
 			return g, nil
 		}
 	}
 	if g.session != nil {
-		g.policy = &v1.RuntimePolicy{}
+		g.policy = &v1alpha1.RuntimePolicy{}
 		if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: g.session.Spec.PolicyRef.Name}, g.policy); err != nil {
 			if !apierrors.IsNotFound(err) {
-				return nil, err
+				return nil, fmt.Errorf("reading RuntimePolicy %s/%s: %w", run.Namespace, g.session.Spec.PolicyRef.Name, err)
 			}
 			g.policy = nil
-			if run.Status.Phase == "" || run.Status.Phase == v1.PhasePending {
+			if run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending {
 				g.waiting = fmt.Sprintf("waiting for RuntimePolicy %q of Session %q", g.session.Spec.PolicyRef.Name, g.session.Name)
 				return g, nil
 			}
 		}
-		if g.policy != nil && (run.Status.Phase == "" || run.Status.Phase == v1.PhasePending) {
+		if g.policy != nil && (run.Status.Phase == "" || run.Status.Phase == v1alpha1.PhasePending) {
 			// A run never starts with a chain that is not the policy's
 			// current, valid resolution: the agent would run a stale or empty
 			// interceptor chain.
@@ -213,9 +199,9 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun)
 		}
 	}
 
-	list := &v1.RunAttemptList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
-		return nil, err
+	list := &v1alpha1.RunAttemptList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
+		return nil, fmt.Errorf("listing the RunAttempts of run %s: %w", klog.KObj(run), err)
 	}
 	g.current = run.Status.Attempt
 	for i := range list.Items {
@@ -253,7 +239,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1.ResearchRun)
 // observePod reads the current attempt's pod. A pod the cache does not show is
 // confirmed absent with a live read before it counts as gone: a stale cache
 // must never turn into a failed attempt.
-func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1.ResearchRun, attempt int32, ra *v1.RunAttempt) (lifecycle.PodObservation, *corev1.Pod, error) {
+func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.ResearchRun, attempt int32, ra *v1alpha1.RunAttempt) (lifecycle.PodObservation, *corev1.Pod, error) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, attempt)}
 	created := ra != nil && ra.Spec.PodUID != ""
 	pod := &corev1.Pod{}
@@ -265,9 +251,9 @@ func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1.Research
 	case apierrors.IsNotFound(err):
 		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent, Created: created}, nil, nil
 	case err != nil:
-		return lifecycle.PodObservation{}, nil, err
+		return lifecycle.PodObservation{}, nil, fmt.Errorf("reading pod %s: %w", key, err)
 	}
-	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1.LabelAttempt] != strconv.Itoa(int(attempt)) {
+	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1alpha1.LabelAttempt] != strconv.Itoa(int(attempt)) {
 		return lifecycle.PodObservation{}, nil, fmt.Errorf("pod %s exists but does not belong to attempt %d of run %s", key, attempt, run.Name)
 	}
 	r.podExpectations.observed(key)
@@ -309,38 +295,52 @@ func podMessage(pod *corev1.Pod) string {
 }
 
 // apply carries out a decision. The status — which carries the decision:
-// phase, reason, attempt number, finalize grant — is written first; only
-// then are attempts created, pods deleted and attempts told. A status write
+// phase, reason, attempt number, finalize grant — is written first, and the
+// events right after it; only then are attempts created, pods deleted and
+// attempts told. A status write
 // that is refused (conflict) therefore leaves nothing behind that a later
 // pass could read as a different decision: it decides again from the same
 // facts. A later step that fails is redone by the next pass, which finds the
 // decision in the status.
-func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, g *gathered, d lifecycle.Decision) error {
-	if err := r.patchStatus(ctx, run, d.Status); err != nil {
+func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) error {
+	next := run.DeepCopy()
+	next.Status = d.Status
+	wrote, err := patchStatusIfChanged(ctx, r.Client, run, next)
+	if err != nil {
 		return err
 	}
+	// The events follow the write that makes them true, before any step
+	// that may fail: a later pass finds the decision in the status and has
+	// no transition of its own to report.
+	if wrote {
+		for _, e := range d.Events {
+			r.Recorder.Eventf(run, nil, e.Type, e.Reason, v1alpha1.EventActionDecide, "%s", e.Message)
+		}
+	}
+	waited, hadFact := r.facts.take(client.ObjectKeyFromObject(run), r.Clock.Now())
+	observeDecision(run, d, waited, hadFact)
 
 	for _, n := range d.Superseded {
 		if err := r.supersede(ctx, run, g.attempts[n]); err != nil {
-			return err
+			return fmt.Errorf("superseding attempt %d of run %s: %w", n, klog.KObj(run), err)
 		}
 	}
 
 	if d.Attempt > 0 {
 		ra, err := r.ensureAttempt(ctx, run, g, d)
 		if err != nil {
-			return err
+			return fmt.Errorf("ensuring RunAttempt %s/%s: %w", run.Namespace, runpod.Name(run.Name, d.Attempt), err)
 		}
-		if d.Status.Phase != v1.PhaseTerminated && !d.DeletePod {
+		if d.Status.Phase != v1alpha1.PhaseTerminated && !d.DeletePod {
 			if err := r.ensurePod(ctx, run, g, ra, d.Attempt); err != nil {
-				return err
+				return fmt.Errorf("ensuring the pod of attempt %d of run %s: %w", d.Attempt, klog.KObj(run), err)
 			}
 		}
 	}
 
 	if d.DeletePod && g.podObj != nil && g.podObj.DeletionTimestamp == nil {
 		if err := r.deletePod(ctx, g.podObj); err != nil {
-			return err
+			return fmt.Errorf("deleting pod %s: %w", klog.KObj(g.podObj), err)
 		}
 	}
 
@@ -348,38 +348,20 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1.ResearchRun, 
 	// decision names no attempt (ending, Terminated).
 	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil {
 		if err := r.syncAttemptSpec(ctx, run, g, g.attempts[g.current], d); err != nil {
-			return err
+			return fmt.Errorf("updating RunAttempt %s: %w", klog.KObj(g.attempts[g.current]), err)
 		}
 	}
 
-	for _, e := range d.Events {
-		r.Recorder.Eventf(run, nil, e.Type, e.Reason, "Decide", "%s", e.Message)
-	}
-	waited, hadFact := r.facts.take(client.ObjectKeyFromObject(run), r.Clock.Now())
-	observeDecision(run, d, waited, hadFact)
-
-	if d.Status.Phase == v1.PhaseTerminated {
+	if d.Status.Phase == v1alpha1.PhaseTerminated {
 		return r.releaseSession(ctx, run)
 	}
 	return nil
 }
 
-// patchStatus writes status when it changed, with a resourceVersion
-// precondition: a conflict means the run changed since it was read, and the
-// next pass decides again from fresh facts.
-func (r *ResearchRunReconciler) patchStatus(ctx context.Context, run *v1.ResearchRun, status v1.ResearchRunStatus) error {
-	if equality.Semantic.DeepEqual(run.Status, status) {
-		return nil
-	}
-	next := run.DeepCopy()
-	next.Status = status
-	return r.Status().Patch(ctx, next, client.MergeFromWithOptions(run, client.MergeFromWithOptimisticLock{}))
-}
-
 // policyNotReady says why a policy's resolved chain cannot be handed to a new
 // attempt yet, or "" when it can.
-func policyNotReady(p *v1.RuntimePolicy) string {
-	c := meta.FindStatusCondition(p.Status.Conditions, v1.ConditionValid)
+func policyNotReady(p *v1alpha1.RuntimePolicy) string {
+	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionValid)
 	switch {
 	case c == nil || c.ObservedGeneration != p.Generation || p.Status.ObservedGeneration != p.Generation:
 		return fmt.Sprintf("waiting for RuntimePolicy %q to be resolved", p.Name)
@@ -390,8 +372,8 @@ func policyNotReady(p *v1.RuntimePolicy) string {
 }
 
 // attemptSpec is the spec an attempt should carry for decision d.
-func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1.RunAttemptSpec) v1.RunAttemptSpec {
-	spec := v1.RunAttemptSpec{}
+func attemptSpec(run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1alpha1.RunAttemptSpec) v1alpha1.RunAttemptSpec {
+	spec := v1alpha1.RunAttemptSpec{}
 	if cur != nil {
 		spec = *cur.DeepCopy()
 	}
@@ -414,7 +396,7 @@ func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32
 		// replacement attempt started while the policy is being re-resolved
 		// or is invalid inherits its predecessor's snapshot: an agent never
 		// gets an empty or unresolved chain.
-		spec.Policy = v1.PolicySnapshot{
+		spec.Policy = v1alpha1.PolicySnapshot{
 			Name:          g.policy.Name,
 			ResolvedChain: g.policy.Status.ResolvedChain,
 			Tools:         g.policy.Spec.Tools,
@@ -437,19 +419,19 @@ func attemptSpec(run *v1.ResearchRun, g *gathered, d lifecycle.Decision, n int32
 
 // ensureAttempt creates RunAttempt <run>-<n> if it does not exist (its name is
 // deterministic, so AlreadyExists means done) and keeps its spec current.
-func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1.ResearchRun, g *gathered, d lifecycle.Decision) (*v1.RunAttempt, error) {
+func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) (*v1alpha1.RunAttempt, error) {
 	n := d.Attempt
 	if ra := g.attempts[n]; ra != nil {
 		return ra, r.syncAttemptSpec(ctx, run, g, ra, d)
 	}
-	ra := &v1.RunAttempt{
+	ra := &v1alpha1.RunAttempt{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: run.Namespace,
 			Name:      runpod.Name(run.Name, n),
 			Labels: map[string]string{
-				v1.LabelRun:     runpod.LabelValue(run.Name),
-				v1.LabelAttempt: strconv.Itoa(int(n)),
-				v1.LabelSession: runpod.LabelValue(run.Spec.SessionRef.Name),
+				v1alpha1.LabelRun:     runpod.LabelValue(run.Name),
+				v1alpha1.LabelAttempt: strconv.Itoa(int(n)),
+				v1alpha1.LabelSession: runpod.LabelValue(run.Spec.SessionRef.Name),
 			},
 		},
 		Spec: attemptSpec(run, g, d, n, nil),
@@ -474,7 +456,7 @@ func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1.Resea
 	return ra, nil
 }
 
-func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1.ResearchRun, g *gathered, ra *v1.RunAttempt, d lifecycle.Decision) error {
+func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, ra *v1alpha1.RunAttempt, d lifecycle.Decision) error {
 	want := attemptSpec(run, g, d, ra.Spec.Attempt, &ra.Spec)
 	if ra.Spec.Attempt != d.Attempt && d.Attempt != 0 {
 		return nil
@@ -494,7 +476,7 @@ func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1.Res
 // ensurePod creates attempt n's pod once. The pod name is deterministic, so
 // AlreadyExists means another pass created it; expectations cover the window
 // in which the cache has not yet shown a pod this process created.
-func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1.ResearchRun, g *gathered, ra *v1.RunAttempt, n int32) error {
+func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, ra *v1alpha1.RunAttempt, n int32) error {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, n)}
 	var pod *corev1.Pod
 	switch {
@@ -548,14 +530,14 @@ func (r *ResearchRunReconciler) deletePod(ctx context.Context, pod *corev1.Pod) 
 
 // supersede marks an older attempt superseded and deletes its pod. Its facts
 // are still counted; they no longer drive the phase.
-func (r *ResearchRunReconciler) supersede(ctx context.Context, run *v1.ResearchRun, ra *v1.RunAttempt) error {
+func (r *ResearchRunReconciler) supersede(ctx context.Context, run *v1alpha1.ResearchRun, ra *v1alpha1.RunAttempt) error {
 	if ra == nil {
 		return nil
 	}
-	if !ra.Spec.Superseded || ra.Spec.Grant != (v1.Grant{}) {
+	if !ra.Spec.Superseded || ra.Spec.Grant != (v1alpha1.Grant{}) {
 		next := ra.DeepCopy()
 		next.Spec.Superseded = true
-		next.Spec.Grant = v1.Grant{}
+		next.Spec.Grant = v1alpha1.Grant{}
 		if err := r.Patch(ctx, next, client.MergeFrom(ra)); err != nil {
 			return err
 		}
@@ -598,52 +580,12 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, ready: map[string]bool{}}
 
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
-		Watches(&v1.RunAttempt{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
+		For(&v1alpha1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
+		Watches(&v1alpha1.RunAttempt{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
 		Watches(&corev1.Pod{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
-		Watches(&v1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
-		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
+		Watches(&v1alpha1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
+		Watches(&v1alpha1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).
 		Named("researchrun").
 		Complete(r)
-}
-
-// sessionChanged passes Session events that matter to its runs: the claim
-// (activeRun), the queue (positions), the permission mode, the spec, and
-// deletion.
-var sessionChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		o, okOld := e.ObjectOld.(*v1.Session)
-		n, okNew := e.ObjectNew.(*v1.Session)
-		if !okOld || !okNew {
-			return false
-		}
-		return o.Status.ActiveRun != n.Status.ActiveRun || o.Status.Mode != n.Status.Mode ||
-			o.Status.QueuedCount != n.Status.QueuedCount || !slices.Equal(o.Status.QueuedRuns, n.Status.QueuedRuns) ||
-			o.Status.Runs != n.Status.Runs ||
-			o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
-	},
-}
-
-// factsChanged passes the events that carry facts: a RunAttempt's or pod's
-// status changing, and deletions. The operator's own creates and spec patches
-// carry none, and would only cost a reconcile that decides nothing new.
-var factsChanged = predicate.Funcs{
-	CreateFunc: func(event.CreateEvent) bool { return false },
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		if !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) {
-			return true
-		}
-		switch n := e.ObjectNew.(type) {
-		case *v1.RunAttempt:
-			o, ok := e.ObjectOld.(*v1.RunAttempt)
-			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
-		case *corev1.Pod:
-			o, ok := e.ObjectOld.(*corev1.Pod)
-			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
-		}
-		return true
-	},
-	DeleteFunc:  func(event.DeleteEvent) bool { return true },
-	GenericFunc: func(event.GenericEvent) bool { return true },
 }

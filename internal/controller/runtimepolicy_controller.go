@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"strings"
 
-	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,8 +29,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/policy"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // RuntimePolicyReconciler resolves a policy's interceptor chain into
@@ -50,47 +50,38 @@ var _ reconcile.Reconciler = (*RuntimePolicyReconciler)(nil)
 
 // Reconcile writes status.resolvedChain and the Valid condition.
 func (r *RuntimePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	p := &v1.RuntimePolicy{}
+	p := &v1alpha1.RuntimePolicy{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	status := *p.Status.DeepCopy()
 	status.ObservedGeneration = p.Generation
-	cond := metav1.Condition{Type: v1.ConditionValid, ObservedGeneration: p.Generation}
+	cond := metav1.Condition{Type: v1alpha1.ConditionValid, ObservedGeneration: p.Generation}
 	if errs := policy.Validate(&p.Spec); len(errs) > 0 {
 		msgs := make([]string, 0, len(errs))
 		for _, e := range errs {
 			msgs = append(msgs, e.Error())
 		}
-		cond.Status, cond.Reason = metav1.ConditionFalse, "Invalid"
-		cond.Message = truncate(strings.Join(msgs, "; "), 1024)
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ConditionReasonInvalid
+		cond.Message = textutil.Truncate(strings.Join(msgs, "; "), 1024)
 		// An invalid chain is never handed to agents.
 		status.ResolvedChain = nil
 	} else {
 		status.ResolvedChain = policy.Resolve(p.Spec.Interceptors)
-		cond.Status, cond.Reason = metav1.ConditionTrue, "Resolved"
+		cond.Status, cond.Reason = metav1.ConditionTrue, v1alpha1.ConditionReasonResolved
 		cond.Message = fmt.Sprintf("%d interceptors resolved in (phase, priority, registration) order", len(status.ResolvedChain))
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
-	if equality.Semantic.DeepEqual(p.Status, status) {
-		return ctrl.Result{}, nil
-	}
 	next := p.DeepCopy()
 	next.Status = status
-	return ctrl.Result{}, r.Status().Patch(ctx, next, client.MergeFrom(p))
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-3] + "..."
+	_, err := patchStatusIfChanged(ctx, r.Client, p, next)
+	return requeueOnConflict(err)
 }
 
 // SetupWithManager sets up the controller with the Manager.
 func (r *RuntimePolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1.RuntimePolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.RuntimePolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Named("runtimepolicy").
 		Complete(r)
 }

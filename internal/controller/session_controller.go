@@ -23,7 +23,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,7 +41,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 const (
@@ -78,13 +78,13 @@ var _ reconcile.Reconciler = (*SessionReconciler)(nil)
 // Reconcile keeps the Session's status true to its runs.
 func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx)
-	session := &v1.Session{}
+	session := &v1alpha1.Session{}
 	if err := r.Get(ctx, req.NamespacedName, session); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	runs := &v1.ResearchRunList{}
+	runs := &v1alpha1.ResearchRunList{}
 	if err := r.List(ctx, runs, client.InNamespace(session.Namespace), client.MatchingFields{sessionRefIndex: session.Name}); err != nil {
-		return ctrl.Result{}, err
+		return ctrl.Result{}, fmt.Errorf("listing the runs of Session %s: %w", klog.KObj(session), err)
 	}
 
 	if session.DeletionTimestamp != nil {
@@ -94,15 +94,15 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 		next := session.DeepCopy()
 		controllerutil.AddFinalizer(next, SessionFinalizer)
 		if err := r.Patch(ctx, next, client.MergeFrom(session)); err != nil {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, fmt.Errorf("adding the finalizer of Session %s: %w", klog.KObj(session), err)
 		}
 		session = next
 	}
 
-	policy := &v1.RuntimePolicy{}
+	policy := &v1alpha1.RuntimePolicy{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: session.Namespace, Name: session.Spec.PolicyRef.Name}, policy); err != nil {
 		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
+			return ctrl.Result{}, fmt.Errorf("reading RuntimePolicy %s/%s: %w", session.Namespace, session.Spec.PolicyRef.Name, err)
 		}
 		policy = nil
 	}
@@ -113,34 +113,32 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	r.countRuns(&status, runs.Items)
 	changed := r.recordModeChange(ctx, session, &status)
 
-	cond := metav1.Condition{Type: v1.ConditionReady, Status: metav1.ConditionTrue, Reason: "PolicyFound",
+	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ConditionReasonPolicyFound,
 		Message:            fmt.Sprintf("governed by RuntimePolicy %q in mode %s", session.Spec.PolicyRef.Name, status.Mode),
 		ObservedGeneration: session.Generation}
 	if policy == nil {
-		cond.Status, cond.Reason = metav1.ConditionFalse, "PolicyNotFound"
+		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ConditionReasonPolicyNotFound
 		cond.Message = fmt.Sprintf("RuntimePolicy %q not found; runs wait in Pending", session.Spec.PolicyRef.Name)
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
 
-	if equality.Semantic.DeepEqual(session.Status, status) {
-		return ctrl.Result{}, nil
-	}
 	next := session.DeepCopy()
 	next.Status = status
 	// The optimistic lock keeps this write from undoing a concurrent claim of
 	// status.activeRun by a run.
-	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
+	wrote, err := patchStatusIfChanged(ctx, r.Client, session, next)
+	if err != nil {
 		return requeueOnConflict(err)
 	}
-	if changed != nil {
-		r.Recorder.Eventf(session, nil, corev1.EventTypeNormal, "PermissionModeChanged", "SwitchMode",
+	if wrote && changed != nil {
+		r.Recorder.Eventf(session, nil, corev1.EventTypeNormal, v1alpha1.EventReasonPermissionModeChanged, v1alpha1.EventActionSwitchMode,
 			"%s switched the permission mode from %s to %s: %s", changed.By, displayMode(changed.From), changed.To, changed.Reason)
 		log.Info("Permission mode changed", "by", changed.By, "from", changed.From, "to", changed.To)
 	}
 	return ctrl.Result{}, nil
 }
 
-func displayMode(m v1.PermissionMode) string {
+func displayMode(m v1alpha1.PermissionMode) string {
 	if m == "" {
 		return "(default)"
 	}
@@ -148,11 +146,11 @@ func displayMode(m v1.PermissionMode) string {
 }
 
 // effectiveMode is spec.mode, or the policy's default, never above the ceiling.
-func effectiveMode(session *v1.Session, policy *v1.RuntimePolicy) v1.PermissionMode {
+func effectiveMode(session *v1alpha1.Session, policy *v1alpha1.RuntimePolicy) v1alpha1.PermissionMode {
 	mode := session.Spec.Mode
 	if policy == nil {
 		if mode == "" {
-			return v1.ModeReadOnly
+			return v1alpha1.ModeReadOnly
 		}
 		return mode
 	}
@@ -167,26 +165,26 @@ func effectiveMode(session *v1.Session, policy *v1.RuntimePolicy) v1.PermissionM
 
 // countRuns fills the queue and the counts from the session's runs, and clears
 // an activeRun whose run is gone or Terminated (the release a run could not do).
-func (r *SessionReconciler) countRuns(status *v1.SessionStatus, runs []v1.ResearchRun) {
-	status.Runs = v1.PhaseCounts{}
-	var waiting []*v1.ResearchRun
+func (r *SessionReconciler) countRuns(status *v1alpha1.SessionStatus, runs []v1alpha1.ResearchRun) {
+	status.Runs = v1alpha1.PhaseCounts{}
+	var waiting []*v1alpha1.ResearchRun
 	activeLive := false
 	for i := range runs {
 		run := &runs[i]
 		switch run.Status.Phase {
-		case "", v1.PhasePending, v1.PhaseQueued:
+		case "", v1alpha1.PhasePending, v1alpha1.PhaseQueued:
 			status.Runs.Queued++
 			if run.Name != status.ActiveRun {
 				waiting = append(waiting, run)
 			}
-		case v1.PhaseRunning, v1.PhaseRecovering:
+		case v1alpha1.PhaseRunning, v1alpha1.PhaseRecovering:
 			status.Runs.Running++
-		case v1.PhaseFinalizing:
+		case v1alpha1.PhaseFinalizing:
 			status.Runs.Finalizing++
-		case v1.PhaseTerminated:
+		case v1alpha1.PhaseTerminated:
 			status.Runs.Terminated++
 		}
-		if run.Name == status.ActiveRun && run.Status.Phase != v1.PhaseTerminated {
+		if run.Name == status.ActiveRun && run.Status.Phase != v1alpha1.PhaseTerminated {
 			activeLive = true
 		}
 	}
@@ -203,12 +201,12 @@ func (r *SessionReconciler) countRuns(status *v1.SessionStatus, runs []v1.Resear
 
 // recordModeChange moves the webhook's audit stamp (annotation) into
 // status.modeHistory once, and returns the entry it added.
-func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1.Session, status *v1.SessionStatus) *v1.ModeChange {
-	raw, ok := session.Annotations[v1.AnnotationModeChange]
+func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1alpha1.Session, status *v1alpha1.SessionStatus) *v1alpha1.ModeChange {
+	raw, ok := session.Annotations[v1alpha1.AnnotationModeChange]
 	if !ok {
 		return nil
 	}
-	change := &v1.ModeChange{}
+	change := &v1alpha1.ModeChange{}
 	if err := json.Unmarshal([]byte(raw), change); err != nil {
 		logf.FromContext(ctx).Error(err, "Ignoring malformed mode-change annotation", "session", session.Name)
 		return nil
@@ -228,28 +226,28 @@ func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1.Se
 // finalize ends the session's runs as Cancelled (by setting spec.stop with a
 // cause the termination owner reports), and releases the Session once every
 // run is Terminated.
-func (r *SessionReconciler) finalize(ctx context.Context, session *v1.Session, runs []v1.ResearchRun) error {
+func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Session, runs []v1alpha1.ResearchRun) error {
 	if !controllerutil.ContainsFinalizer(session, SessionFinalizer) {
 		return nil
 	}
 	open := 0
 	for i := range runs {
 		run := &runs[i]
-		if run.Status.Phase == v1.PhaseTerminated {
+		if run.Status.Phase == v1alpha1.PhaseTerminated {
 			continue
 		}
 		open++
-		if run.Spec.Stop == v1.StopCancel {
+		if run.Spec.Stop == v1alpha1.StopCancel {
 			continue
 		}
 		next := run.DeepCopy()
-		next.Spec.Stop = v1.StopCancel
+		next.Spec.Stop = v1alpha1.StopCancel
 		if next.Annotations == nil {
 			next.Annotations = map[string]string{}
 		}
 		next.Annotations[AnnotationStopCause] = fmt.Sprintf("session %s was deleted", session.Name)
 		if err := r.Patch(ctx, next, client.MergeFrom(run)); err != nil && !apierrors.IsNotFound(err) {
-			return err
+			return fmt.Errorf("asking run %s to stop: %w", klog.KObj(run), err)
 		}
 	}
 	if open > 0 {
@@ -257,14 +255,10 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1.Session, r
 	}
 	next := session.DeepCopy()
 	controllerutil.RemoveFinalizer(next, SessionFinalizer)
-	return client.IgnoreNotFound(r.Patch(ctx, next, client.MergeFrom(session)))
-}
-
-// deletionChanged passes updates that set the deletion timestamp.
-var deletionChanged = predicate.Funcs{
-	UpdateFunc: func(e event.UpdateEvent) bool {
-		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp())
-	},
+	if err := r.Patch(ctx, next, client.MergeFrom(session)); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing the finalizer of Session %s: %w", klog.KObj(session), err)
+	}
+	return nil
 }
 
 // sessionRecountDelay coalesces the recounts a session's runs cause: every
@@ -277,7 +271,7 @@ const sessionRecountDelay = 500 * time.Millisecond
 // folds every event of that window into one reconcile.
 func coalescedSessionOfRun(delay time.Duration) handler.EventHandler {
 	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-		run, ok := o.(*v1.ResearchRun)
+		run, ok := o.(*v1alpha1.ResearchRun)
 		if !ok {
 			return
 		}
@@ -288,8 +282,8 @@ func coalescedSessionOfRun(delay time.Duration) handler.EventHandler {
 			add(e.Object, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			old, okOld := e.ObjectOld.(*v1.ResearchRun)
-			run, okNew := e.ObjectNew.(*v1.ResearchRun)
+			old, okOld := e.ObjectOld.(*v1alpha1.ResearchRun)
+			run, okNew := e.ObjectNew.(*v1alpha1.ResearchRun)
 			if okOld && okNew && old.Status.Phase == run.Status.Phase && old.DeletionTimestamp.Equal(run.DeletionTimestamp) {
 				return // only phases and deletion change what a session counts
 			}
@@ -309,11 +303,11 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		// Its own status writes and the runs' claims need no recount of their
 		// own: run events (coalesced) bring those.
-		For(&v1.Session{}, builder.WithPredicates(predicate.Or[client.Object](
+		For(&v1alpha1.Session{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionChanged))).
-		Watches(&v1.ResearchRun{}, coalescedSessionOfRun(sessionRecountDelay)).
-		Watches(&v1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-			list := &v1.SessionList{}
+		Watches(&v1alpha1.ResearchRun{}, coalescedSessionOfRun(sessionRecountDelay)).
+		Watches(&v1alpha1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+			list := &v1alpha1.SessionList{}
 			if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{policyRefIndex: o.GetName()}); err != nil {
 				return nil
 			}

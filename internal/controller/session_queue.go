@@ -17,16 +17,18 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 )
 
@@ -42,7 +44,7 @@ const (
 
 // queueSettings returns the session's effective queue limit and timeout: the
 // session's override within the policy's bounds, else the policy's default.
-func queueSettings(session *v1.Session, policy *v1.RuntimePolicy) (int32, time.Duration) {
+func queueSettings(session *v1alpha1.Session, policy *v1alpha1.RuntimePolicy) (int32, time.Duration) {
 	limit, timeout := int32(defaultQueueLimit), defaultQueueTimeout
 	var maxLimit int32 = -1
 	var maxTimeout time.Duration = -1
@@ -77,16 +79,16 @@ func queueSettings(session *v1.Session, policy *v1.RuntimePolicy) (int32, time.D
 }
 
 // sessionRuns returns the runs of a session from the cache.
-func (r *ResearchRunReconciler) sessionRuns(ctx context.Context, namespace, session string) ([]v1.ResearchRun, error) {
-	list := &v1.ResearchRunList{}
+func (r *ResearchRunReconciler) sessionRuns(ctx context.Context, namespace, session string) ([]v1alpha1.ResearchRun, error) {
+	list := &v1alpha1.ResearchRunList{}
 	if err := r.List(ctx, list, client.InNamespace(namespace), client.MatchingFields{sessionRefIndex: session}); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("listing the runs of Session %s/%s: %w", namespace, session, err)
 	}
 	return list.Items, nil
 }
 
 // fifo orders runs by creation time, name breaking ties.
-func fifo(a, b *v1.ResearchRun) int {
+func fifo(a, b *v1alpha1.ResearchRun) int {
 	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
 		return c
 	}
@@ -97,7 +99,7 @@ func fifo(a, b *v1.ResearchRun) int {
 // A run claims a free session by writing Session.status.activeRun with a
 // resourceVersion precondition, so with any number of workers and a stale
 // cache at most one claim succeeds; the loser sees a conflict and tries again.
-func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1.ResearchRun, session *v1.Session, policy *v1.RuntimePolicy) (lifecycle.QueueView, error) {
+func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1alpha1.ResearchRun, session *v1alpha1.Session, policy *v1alpha1.RuntimePolicy) (lifecycle.QueueView, error) {
 	if session == nil || run.Status.Phase.IsActive() {
 		// An active run keeps going: the queue only gates starting.
 		return lifecycle.QueueView{Holder: true}, nil
@@ -117,15 +119,15 @@ func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1.ResearchR
 	if view.Position > view.Limit {
 		// QueueFull is final: never decide it from a stale cache. Read the
 		// session and its runs live before believing the position.
-		live := &v1.Session{}
+		live := &v1alpha1.Session{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(session), live); err != nil {
-			return view, err
+			return view, fmt.Errorf("reading Session %s live: %w", klog.KObj(session), err)
 		}
-		list := &v1.ResearchRunList{}
+		list := &v1alpha1.ResearchRunList{}
 		if err := r.APIReader.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
-			return view, err
+			return view, fmt.Errorf("listing the runs of namespace %s live: %w", run.Namespace, err)
 		}
-		var mine []v1.ResearchRun
+		var mine []v1alpha1.ResearchRun
 		for i := range list.Items {
 			if list.Items[i].Spec.SessionRef.Name == session.Name {
 				mine = append(mine, list.Items[i])
@@ -143,7 +145,7 @@ func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1.ResearchR
 
 	next := session.DeepCopy()
 	next.Status.ActiveRun = run.Name
-	if err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{})); err != nil {
+	if _, err := patchStatusIfChanged(ctx, r.Client, session, next); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return view, errClaimLost
 		}
@@ -155,12 +157,12 @@ func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1.ResearchR
 
 // position computes run's place among the session's waiting runs (FIFO) and
 // whether a live run holds the session.
-func position(view lifecycle.QueueView, run *v1.ResearchRun, session *v1.Session, runs []v1.ResearchRun) (lifecycle.QueueView, bool) {
+func position(view lifecycle.QueueView, run *v1alpha1.ResearchRun, session *v1alpha1.Session, runs []v1alpha1.ResearchRun) (lifecycle.QueueView, bool) {
 	holderLive := false
-	var waiting []*v1.ResearchRun
+	var waiting []*v1alpha1.ResearchRun
 	for i := range runs {
 		o := &runs[i]
-		if o.Status.Phase == v1.PhaseTerminated || o.DeletionTimestamp != nil {
+		if o.Status.Phase == v1alpha1.PhaseTerminated || o.DeletionTimestamp != nil {
 			continue
 		}
 		if o.Name == session.Status.ActiveRun {
@@ -190,21 +192,21 @@ func position(view lifecycle.QueueView, run *v1.ResearchRun, session *v1.Session
 
 // releaseSession frees the session a terminated run holds, so the next run in
 // line can claim it.
-func (r *ResearchRunReconciler) releaseSession(ctx context.Context, run *v1.ResearchRun) error {
-	session := &v1.Session{}
+func (r *ResearchRunReconciler) releaseSession(ctx context.Context, run *v1alpha1.ResearchRun) error {
+	session := &v1alpha1.Session{}
 	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, session); err != nil {
-		return client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		return fmt.Errorf("reading Session %s/%s to release it: %w", run.Namespace, run.Spec.SessionRef.Name, err)
 	}
 	if session.Status.ActiveRun != run.Name {
 		return nil
 	}
 	next := session.DeepCopy()
 	next.Status.ActiveRun = ""
-	err := r.Status().Patch(ctx, next, client.MergeFromWithOptions(session, client.MergeFromWithOptimisticLock{}))
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
+	_, err := patchStatusIfChanged(ctx, r.Client, session, next)
+	return client.IgnoreNotFound(err)
 }
 
 // runsOfSession maps a Session event to its runs that are not Terminated.
@@ -215,7 +217,7 @@ func (r *ResearchRunReconciler) runsOfSession(ctx context.Context, obj client.Ob
 	}
 	var reqs []reconcile.Request
 	for i := range runs {
-		if runs[i].Status.Phase == v1.PhaseTerminated {
+		if runs[i].Status.Phase == v1alpha1.PhaseTerminated {
 			continue
 		}
 		reqs = append(reqs, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: runs[i].Namespace, Name: runs[i].Name}})
@@ -226,7 +228,7 @@ func (r *ResearchRunReconciler) runsOfSession(ctx context.Context, obj client.Ob
 // pendingRunsOfPolicy maps a RuntimePolicy event to the runs that wait for it
 // (Pending runs of its sessions), so they start as soon as it is resolved.
 func (r *ResearchRunReconciler) pendingRunsOfPolicy(ctx context.Context, obj client.Object) []reconcile.Request {
-	sessions := &v1.SessionList{}
+	sessions := &v1alpha1.SessionList{}
 	if err := r.List(ctx, sessions, client.InNamespace(obj.GetNamespace()), client.MatchingFields{policyRefIndex: obj.GetName()}); err != nil {
 		return nil
 	}
@@ -237,7 +239,7 @@ func (r *ResearchRunReconciler) pendingRunsOfPolicy(ctx context.Context, obj cli
 			return nil
 		}
 		for j := range runs {
-			if p := runs[j].Status.Phase; p == "" || p == v1.PhasePending {
+			if p := runs[j].Status.Phase; p == "" || p == v1alpha1.PhasePending {
 				reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&runs[j])})
 			}
 		}

@@ -25,6 +25,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	dto "github.com/prometheus/client_model/go"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -41,7 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	agentrunv1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/test/utils"
 	// +kubebuilder:scaffold:imports
 )
@@ -75,7 +76,7 @@ var _ = BeforeSuite(func() {
 	ctx, cancel = context.WithCancel(context.Background())
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(agentrunv1alpha1.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
 	// +kubebuilder:scaffold:scheme
 
 	By("bootstrapping test environment")
@@ -158,6 +159,14 @@ var injectedConflicts atomic.Int64
 
 var _ = AfterSuite(func() {
 	Expect(injectedConflicts.Load()).To(BeNumerically(">", 0), "the conflict injection never fired")
+	counted := 0.0
+	for _, resource := range []string{"researchruns", "sessions", "runtimepolicies"} {
+		m := &dto.Metric{}
+		Expect(conflicts.WithLabelValues(resource).Write(m)).To(Succeed())
+		counted += m.GetCounter().GetValue()
+	}
+	Expect(counted).To(BeNumerically(">=", injectedConflicts.Load()),
+		"an injected conflict was not counted in agentrun_controller_conflicts_total")
 	By("tearing down the test environment")
 	cancel()
 	Expect(testEnv.Stop()).To(Succeed())

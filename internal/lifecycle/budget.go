@@ -17,6 +17,7 @@ limitations under the License.
 package lifecycle
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -141,4 +142,93 @@ func nonNeg(a v1alpha1.Usage) v1alpha1.Usage { return maxU(a, v1alpha1.Usage{}) 
 // less reports whether any unit of a is below b.
 func less(a, b v1alpha1.Usage) bool {
 	return a.ModelRequests < b.ModelRequests || a.ToolCalls < b.ToolCalls || a.Tokens < b.Tokens
+}
+
+// ---- Grants. ----
+
+// grant turns absolute counters into a Grant; tokens only when budgeted.
+func (f *facts) grant(u v1alpha1.Usage, finalizeOnly bool) v1alpha1.Grant {
+	g := v1alpha1.Grant{ModelRequests: u.ModelRequests, ToolCalls: u.ToolCalls, FinalizeOnly: finalizeOnly}
+	if f.lim.tokens {
+		t := u.Tokens
+		g.Tokens = &t
+	}
+	return g
+}
+
+// runningGrant is the working allowance of attempt a, in its own absolute
+// counters: the working budget minus what the other attempts used, never
+// negative and never more than its usage plus what is left.
+func (f *facts) runningGrant(a attempt) v1alpha1.Grant {
+	others := sub(f.used, a.own)
+	g := nonNeg(sub(f.lim.working(), others))
+	g = minU(g, add(a.own, nonNeg(f.remaining())))
+	return f.grant(g, false)
+}
+
+// finalizeGrant is what attempt a may use once it finalizes from extra (what
+// is left of the reserve): its usage so far plus extra.
+func (f *facts) finalizeGrant(a attempt, extra v1alpha1.Usage) v1alpha1.Grant {
+	return f.grant(add(a.own, extra), true)
+}
+
+// reserveLeft is what a finalization beginning now may spend: the output
+// reserve, or what is left of it.
+func (f *facts) reserveLeft() v1alpha1.Usage { return minU(f.lim.reserve, nonNeg(f.remaining())) }
+
+// keptFinalizeGrant is the grant persisted when Finalizing began, lowered
+// only if usage elsewhere left less than it promised.
+func (f *facts) keptFinalizeGrant(a attempt) v1alpha1.Grant {
+	g := minU(f.in.Status.Budget.Granted, add(a.own, nonNeg(f.remaining())))
+	return f.grant(nonNeg(g), true)
+}
+
+// reserveIntact reports whether the whole output reserve is still
+// available, with at least one model request in it.
+func (f *facts) reserveIntact() bool {
+	r, left := f.lim.reserve, f.remaining()
+	return r.ModelRequests > 0 && r.ModelRequests <= left.ModelRequests && r.ToolCalls <= left.ToolCalls &&
+		(!f.lim.tokens || r.Tokens <= left.Tokens)
+}
+
+// overGrant tells how the current attempt used more than it was granted, or
+// returns "". The limit is the larger of the attempt's current grant and the
+// working allowance it may have been given before: a grant lowered on
+// entering Finalizing reaches the agent a moment later, and what it spent
+// under the earlier grant in that moment is not a violation.
+func (f *facts) overGrant() string {
+	a := f.cur
+	if !a.exists {
+		return ""
+	}
+	u, g := a.facts.Status.Usage, a.facts.Grant
+	// An attempt started working unless it was started finalize-only, which
+	// only ever replaces a failed attempt (so never attempt 1) when Finalizing
+	// begins. Times have one-second resolution, hence the attempt-1 case.
+	ft := f.in.Status.FinalizingTime
+	if ft == nil || a.facts.Created.Before(ft.Time) || a.n == 1 {
+		w := f.runningGrant(a)
+		g.ModelRequests = max(g.ModelRequests, w.ModelRequests)
+		g.ToolCalls = max(g.ToolCalls, w.ToolCalls)
+		if g.Tokens != nil && w.Tokens != nil {
+			t := max(*g.Tokens, *w.Tokens)
+			g.Tokens = &t
+		}
+	}
+	above := func(what string, used, granted int64) string {
+		if used <= granted {
+			return ""
+		}
+		return fmt.Sprintf("attempt %d reported %d %s, above its grant of %d", a.n, used, what, granted)
+	}
+	if s := above("model requests", u.ModelRequests, g.ModelRequests); s != "" {
+		return s
+	}
+	if s := above("tool calls", u.ToolCalls, g.ToolCalls); s != "" {
+		return s
+	}
+	if g.Tokens != nil {
+		return above("tokens", u.Tokens, *g.Tokens)
+	}
+	return ""
 }

@@ -78,6 +78,7 @@ func finalizingSince(reason v1alpha1.Reason, since time.Duration, g v1alpha1.Usa
 		in.Status.Phase, in.Status.Reason = finalizing, reason
 		in.Status.FinalizingTime = mt(since)
 		in.Status.Budget.Granted = g
+		in.Status.Finalization = &v1alpha1.FinalizationStatus{Reason: reason, Cause: "gate reached", Reserve: usage(2, 0)}
 		in.Status.Message = "gate reached; finalizing from the reserve of 2 model requests"
 		in.Status.Conditions = []metav1.Condition{
 			cond(v1alpha1.ConditionFinalizing, metav1.ConditionTrue, string(reason), in.Status.Message, since),
@@ -112,7 +113,7 @@ func decideCases() map[string]decideCase {
 	stopping := func(reason v1alpha1.Reason) func(*Input) {
 		return func(in *Input) {
 			in.Status.Reason = reason
-			in.Status.Conditions = []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionFalse, CondReasonStopping, "decided earlier", 0)}
+			in.Status.Conditions = []metav1.Condition{cond(v1alpha1.ConditionReady, metav1.ConditionFalse, v1alpha1.ConditionReasonStopping, "decided earlier", 0)}
 		}
 	}
 	recoveringFrom := func(reason string) func(*Input) { // attempt 1 failed at t0+10s
@@ -327,13 +328,13 @@ func decideCases() map[string]decideCase {
 		},
 		"failed: still in backoff": {
 			in: with(runningAt(13*time.Second, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodFailed),
-				recoveringFrom(CondReasonAttemptFailed)),
+				recoveringFrom(v1alpha1.ConditionReasonAttemptFailed)),
 			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, RequeueAfter: 2 * time.Second,
 				Conditions: []string{readyRecovering, recoveringFailed}},
 		},
 		"failed: backoff over: attempt 2 starts, ledger carried, attempt 1 superseded": {
 			in: with(runningAt(15*time.Second, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(30, 4), Steps: 10, LastProgressStep: 10})), podIs(PodFailed),
-				recoveringFrom(CondReasonAttemptFailed)),
+				recoveringFrom(v1alpha1.ConditionReasonAttemptFailed)),
 			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 2, Attempt: 2,
 				Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14}, Superseded: []int32{1},
 				RequeueAfter: 22*time.Minute + 15*time.Second, Events: []string{evStarted},
@@ -343,7 +344,7 @@ func decideCases() map[string]decideCase {
 		},
 		"failed: a failure seen earlier is still replaced if the pod comes back to life": {
 			in: with(runningAt(15*time.Second, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodRunning),
-				recoveringFrom(CondReasonAttemptFailed)),
+				recoveringFrom(v1alpha1.ConditionReasonAttemptFailed)),
 			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
 				Conditions: []string{readyRecovering, recoveringFailed}},
 		},
@@ -351,7 +352,7 @@ func decideCases() map[string]decideCase {
 			in: with(runningAt(30*time.Second,
 				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(30, 4), Steps: 10}),
 				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(5, 1), Steps: 2})),
-				recoveringFrom(CondReasonStartingAttempt),
+				recoveringFrom(v1alpha1.ConditionReasonStartingAttempt),
 				func(in *Input) {
 					in.Status.Ledger = []v1alpha1.AttemptLedger{{Attempt: 1, Used: usage(30, 4), Steps: 10}}
 					in.Attempts[1].Grant = v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14}
@@ -808,7 +809,7 @@ func decideCases() map[string]decideCase {
 		},
 		"steady: a replacement attempt starting is still Recovering": {
 			in: with(runningAt(20*time.Second, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(30, 4)})),
-				recoveringFrom(CondReasonStartingAttempt),
+				recoveringFrom(v1alpha1.ConditionReasonStartingAttempt),
 				func(in *Input) { in.Status.Attempt = 2; in.Pod = PodObservation{Phase: PodPending, Created: true} }),
 			want: outcome{Rung: rungSteady, Phase: recovering, StatusAttempt: 2, Attempt: 2, Grant: v1alpha1.Grant{ModelRequests: 10, ToolCalls: 14},
 				Superseded: []int32{1}, RequeueAfter: 22*time.Minute + 10*time.Second,

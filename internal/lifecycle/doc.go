@@ -26,8 +26,14 @@ limitations under the License.
 //
 // # The ladder
 //
-// Decide walks one ordered list of rules (ladder, in decide.go); the first
-// rule that matches decides the pass:
+// A pass folds the input once into facts (facts.go): the ledger, the
+// current attempt, the start time. Each rule of the ladder (ladder.go) reads
+// the facts and returns a verdict — the phase, the reason, the cause, whether
+// a new attempt starts, whether the run enters Finalizing — or no match. The
+// first rung that matches decides the pass (the order is written once, in
+// ladder, in decide.go), and enact (enact.go) turns its verdict into the
+// Decision: status, conditions, events, requeue. enact is the only code that
+// sets a phase. The rungs, in order:
 //
 //  1. Terminated: absorbing; the status is returned unchanged, no action.
 //  2. Stopping: an earlier pass decided the run ends (status.reason, with
@@ -38,47 +44,51 @@ limitations under the License.
 //  3. Cancel: spec.stop Cancel → grant zero, delete the pod, Terminated/
 //     Cancelled once it stopped; never Finalizing. A run that never started
 //     ends at once (also for spec.stop Finalize: nothing to finalize).
-//     Then Blocked (Pending): the session or policy is missing, or the
-//     policy is not resolved and valid (Input.Blocked) → stays Pending with
-//     that message; nothing starts. Below Cancel, so a stop still ends it.
-//  4. Queue (Pending/Queued): beyond the queue limit → QueueFull; waited past
-//     the timeout → QueueTimeout; else Queued. The session holder becomes
-//     Running (startTime, attempt 1) and the ladder goes on from rule 5.
-//  5. Hard deadline: startTime + deadline + finalizationGrace passed →
+//  4. Blocked (Pending): the session or policy is missing, or the policy is
+//     not resolved and valid (Input.Blocked) → stays Pending with that
+//     message; nothing starts. Below Cancel, so a stop still ends it.
+//  5. Queue (Pending/Queued): beyond the queue limit → QueueFull; waited past
+//     the timeout → QueueTimeout; else Queued. The session holder does not
+//     match: the rungs below decide for it as started (Running, startTime,
+//     attempt 1) in the same pass.
+//  6. HardDeadline: startTime + deadline + finalizationGrace passed →
 //     DeadlineExceeded (a finalizing run keeps its reason). It sits above the
-//     fact-driven rules so that nothing — a stuck finalization, a pod failing
+//     fact-driven rungs so that nothing — a stuck finalization, a pod failing
 //     in a loop — keeps a run (and its session) past it.
-//  6. Attempt failed (the current attempt's pod failed, vanished, exited
-//     without finishing; a fault was escalated; heartbeats stopped):
+//  7. AttemptFailed (the current attempt's pod failed, vanished, exited
+//     without finishing or did not start in time; a fault was escalated;
+//     heartbeats stopped):
 //     a. an in-flight side effect without idempotency key → UnsafeToRecover;
 //     b. Finalizing → Terminated with the reason it was finalizing for;
 //     c. a gate already at its hard limit → finalize with that reason in a
 //     new, finalize-only attempt if the reserve is intact, else end;
-//     spec.stop Finalize likewise finalizes (FinalizeRequested) in a new
-//     attempt;
-//     d. attempts left → Recovering: delete the pod, wait for the backoff
+//     d. spec.stop Finalize → finalize (FinalizeRequested) in a new attempt;
+//     e. attempts left → Recovering: delete the pod, wait for the backoff
 //     (counted from the Recovering condition's LastTransitionTime), start
 //     the next attempt; Running again once its pod runs;
-//     e. else RecoveryExhausted: finalize in a new finalize-only attempt if
+//     f. else RecoveryExhausted: finalize in a new finalize-only attempt if
 //     the reserve is intact, else end.
-//  7. Policy violation: the current attempt's counters went below the ledger,
+//  8. PolicyViolation: the current attempt's counters went below the ledger,
 //     or its usage exceeds its grant → PolicyViolation.
-//  8. Finish: finish proposed → Finalizing/Completed; spec.stop Finalize →
+//  9. Finish: finish proposed → Finalizing/Completed; spec.stop Finalize →
 //     Finalizing/FinalizeRequested; a finalizing run whose publication
 //     settled ends with its reason and the settled value: at once if its pod
 //     has stopped, else it stays Finalizing (same attempt, kept finalize
 //     grant) until finalizingTime + finalizationGrace for the agent to exit
 //     on its own, and only then ends (deletes the pod). Advice never enters
 //     this decision.
-//  9. Gates (Running/Recovering): working budget, deadline, maxSteps,
+//  10. Gates (Running/Recovering): working budget, deadline, maxSteps,
 //     sameCallLimit, noProgressLimit, in that order; at a hard limit →
 //     Finalizing with the gate's reason if the reserve is intact, else end.
-//  10. Steady: keep working with the working allowance and the directives
+//  11. Steady: keep working with the working allowance and the directives
 //     (Degrade, then Compress, as gates come close); local faults are only
 //     counted.
 //
+// Entering Finalizing records status.finalization (reason, cause, reserve):
+// later passes tell the finalization from it, never from status.message.
+//
 // "End" always means: Terminated at once if the pod has stopped, else delete
-// the pod and wait (rule 2). A run is never declared Terminated while its
+// the pod and wait (rung 2). A run is never declared Terminated while its
 // current pod may still run. A Terminated/Completed run has Ready=True and
 // Succeeded=True only if its settlement is Complete; a run Terminated for any
 // other reason has Ready=False, Succeeded=False and Stalled=True, each with

@@ -364,7 +364,7 @@ func settledPodGetsGrace(in Input, d Decision, _ bool) string {
 		in.Spec.Stop == v1alpha1.StopCancel || in.Pod.Phase.stopped() || len(in.Attempts) == 0 {
 		return ""
 	}
-	if c := findCondition(st.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == CondReasonStopping {
+	if c := findCondition(st.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ConditionReasonStopping {
 		return ""
 	}
 	cur := in.Attempts[len(in.Attempts)-1] // the sim lists attempts in order

@@ -36,12 +36,12 @@ type reading struct {
 // hard reports whether the gate is at its hard limit.
 func (r reading) hard() bool { return r.value >= r.limit }
 
-// readings measures every gate, in precedence order: working budget (model
-// requests, tool calls if the working allowance has any, tokens if
-// budgeted), deadline, steps, repeated call, no progress.
-func (p *pass) readings() []reading {
+// readings measures every gate for attempt a, in precedence order: working
+// budget (model requests, tool calls if the working allowance has any,
+// tokens if budgeted), deadline, steps, repeated call, no progress.
+func (f *facts) readings(a attempt) []reading {
 	var rs []reading
-	w := p.lim.working()
+	w := f.lim.working()
 	budget := func(unit string, used, limit int64) reading {
 		return reading{
 			gate: v1alpha1.GateBudget, reason: v1alpha1.ReasonBudgetExhausted, value: used, limit: limit,
@@ -49,35 +49,35 @@ func (p *pass) readings() []reading {
 			cause: fmt.Sprintf("working budget exhausted at %d/%d %s", used, max(limit, 0), unit),
 		}
 	}
-	rs = append(rs, budget("model requests", p.used.ModelRequests, w.ModelRequests))
+	rs = append(rs, budget("model requests", f.used.ModelRequests, w.ModelRequests))
 	if w.ToolCalls > 0 {
-		rs = append(rs, budget("tool calls", p.used.ToolCalls, w.ToolCalls))
+		rs = append(rs, budget("tool calls", f.used.ToolCalls, w.ToolCalls))
 	}
-	if p.lim.tokens {
-		rs = append(rs, budget("tokens", p.used.Tokens, w.Tokens))
+	if f.lim.tokens {
+		rs = append(rs, budget("tokens", f.used.Tokens, w.Tokens))
 	}
-	if p.st.StartTime != nil {
-		elapsed := p.now.Sub(p.st.StartTime.Time)
+	if f.startTime != nil {
+		elapsed := f.now.Sub(f.startTime.Time)
 		rs = append(rs, reading{
 			gate: v1alpha1.GateDeadline, reason: v1alpha1.ReasonDeadlineExceeded,
-			value: int64(elapsed), limit: int64(p.lim.deadline),
-			state: fmt.Sprintf("%s of the %s deadline elapsed", dur(elapsed), dur(p.lim.deadline)),
-			cause: fmt.Sprintf("the %s deadline passed (%s since start)", dur(p.lim.deadline), dur(elapsed)),
+			value: int64(elapsed), limit: int64(f.lim.deadline),
+			state: fmt.Sprintf("%s of the %s deadline elapsed", dur(elapsed), dur(f.lim.deadline)),
+			cause: fmt.Sprintf("the %s deadline passed (%s since start)", dur(f.lim.deadline), dur(elapsed)),
 		})
 	}
-	steps, maxSteps := p.steps, int64(p.lim.maxSteps)
+	steps, maxSteps := f.steps, int64(f.lim.maxSteps)
 	rs = append(rs, reading{
 		gate: v1alpha1.GateSteps, reason: v1alpha1.ReasonStepLimit, value: steps, limit: maxSteps,
 		state: fmt.Sprintf("%d/%d steps", steps, maxSteps),
 		cause: fmt.Sprintf("step limit reached at %d/%d steps", steps, maxSteps),
 	})
-	call, sameLimit := p.maxSameCall(), int64(p.lim.sameCall)
+	call, sameLimit := maxSameCall(a), int64(f.lim.sameCall)
 	rs = append(rs, reading{
 		gate: v1alpha1.GateSameCall, reason: v1alpha1.ReasonRepeatedCall, value: call.Count, limit: sameLimit,
 		state: fmt.Sprintf("%d/%d identical %scalls", call.Count, sameLimit, toolPrefix(call.Tool)),
 		cause: fmt.Sprintf("the same %scall repeated %d/%d times", toolPrefix(call.Tool), call.Count, sameLimit),
 	})
-	idle, idleLimit := p.stepsWithoutProgress(), int64(p.lim.noProgress)
+	idle, idleLimit := stepsWithoutProgress(a), int64(f.lim.noProgress)
 	rs = append(rs, reading{
 		gate: v1alpha1.GateNoProgress, reason: v1alpha1.ReasonNoProgress, value: idle, limit: idleLimit,
 		state: fmt.Sprintf("%d/%d steps without progress", idle, idleLimit),
@@ -93,9 +93,9 @@ func toolPrefix(tool string) string {
 	return tool + " "
 }
 
-// hardGate is the first gate at its hard limit, if any.
-func (p *pass) hardGate() (reading, bool) {
-	for _, r := range p.readings() {
+// hardGate is the first gate at its hard limit for attempt a, if any.
+func (f *facts) hardGate(a attempt) (reading, bool) {
+	for _, r := range f.readings(a) {
 		if r.hard() {
 			return r, true
 		}
@@ -103,16 +103,16 @@ func (p *pass) hardGate() (reading, bool) {
 	return reading{}, false
 }
 
-// directives are what the attempt should do as gates come close: Degrade
+// directives are what attempt a should do as gates come close: Degrade
 // from degradeAtPercent of a limit, Compress (as well) from
 // compressAtPercent. A gate with a limit of 1 or less gets none.
-func (p *pass) directives() []v1alpha1.Directive {
+func (f *facts) directives(a attempt) []v1alpha1.Directive {
 	var ds []v1alpha1.Directive
 	steps := []struct {
 		typ v1alpha1.DirectiveType
 		pct int32
-	}{{v1alpha1.DirectiveDegrade, p.lim.degradePct}, {v1alpha1.DirectiveCompress, p.lim.compressPct}}
-	for _, r := range p.readings() {
+	}{{v1alpha1.DirectiveDegrade, f.lim.degradePct}, {v1alpha1.DirectiveCompress, f.lim.compressPct}}
+	for _, r := range f.readings(a) {
 		if r.hard() || r.limit <= 1 {
 			continue
 		}
@@ -133,15 +133,15 @@ func threshold(pct int32, limit int64) int64 {
 	return min(limit-1, limit/100*pc+(limit%100*pc+99)/100)
 }
 
-// stepsWithoutProgress is measured on the current attempt.
-func (p *pass) stepsWithoutProgress() int64 {
-	return max(0, p.f.Status.Steps-p.f.Status.LastProgressStep)
+// stepsWithoutProgress is measured on one attempt.
+func stepsWithoutProgress(a attempt) int64 {
+	return max(0, a.facts.Status.Steps-a.facts.Status.LastProgressStep)
 }
 
-// maxSameCall is the current attempt's most repeated call fingerprint.
-func (p *pass) maxSameCall() v1alpha1.CallCount {
+// maxSameCall is an attempt's most repeated call fingerprint.
+func maxSameCall(a attempt) v1alpha1.CallCount {
 	var best v1alpha1.CallCount
-	for _, c := range p.f.Status.Calls {
+	for _, c := range a.facts.Status.Calls {
 		if c.Count > best.Count {
 			best = c
 		}

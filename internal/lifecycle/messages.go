@@ -20,33 +20,13 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // maxMessage is the API's bound on status.message.
 const maxMessage = 2048
-
-// finalizingFrom joins a finalization's cause to where it finalizes from;
-// finalizedFrom is the same clause once finalization is over.
-const (
-	finalizingFrom = "; finalizing from "
-	finalizedFrom  = "; finalized from "
-)
-
-// truncate shortens s to at most n bytes, on a rune boundary, marking the cut.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	const mark = "…"
-	cut := n - len(mark)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + mark
-}
 
 // dur prints a duration for people: whole seconds from one second up.
 func dur(d time.Duration) string {
@@ -61,7 +41,7 @@ func detail(s string) string {
 	if s == "" {
 		return ""
 	}
-	return ": " + truncate(s, 256)
+	return ": " + textutil.Truncate(s, 256)
 }
 
 // count says "1 thing" or "n things".
@@ -73,7 +53,7 @@ func count(n int64, thing string) string {
 }
 
 // describeReserve says what a finalization may still spend.
-func (p *pass) describeReserve(extra v1alpha1.Usage) string {
+func (f *facts) describeReserve(extra v1alpha1.Usage) string {
 	var parts []string
 	if extra.ModelRequests > 0 {
 		parts = append(parts, count(extra.ModelRequests, "model request"))
@@ -81,7 +61,7 @@ func (p *pass) describeReserve(extra v1alpha1.Usage) string {
 	if extra.ToolCalls > 0 {
 		parts = append(parts, count(extra.ToolCalls, "tool call"))
 	}
-	if p.lim.tokens && extra.Tokens > 0 {
+	if f.lim.tokens && extra.Tokens > 0 {
 		parts = append(parts, count(extra.Tokens, "token"))
 	}
 	if len(parts) == 0 {
@@ -90,35 +70,9 @@ func (p *pass) describeReserve(extra v1alpha1.Usage) string {
 	return "the reserve of " + strings.Join(parts, " and ")
 }
 
-// finalizingStory is the message the run got when it entered Finalizing.
-func (p *pass) finalizingStory() string {
-	if c := p.condition(v1alpha1.ConditionFinalizing); c != nil && c.Message != "" {
-		return c.Message
-	}
-	return p.st.Message
-}
-
-// finalizingCause is why the run is finalizing, without where from.
-func (p *pass) finalizingCause() string {
-	s := p.finalizingStory()
-	if i := strings.LastIndex(s, finalizingFrom); i >= 0 {
-		return s[:i]
-	}
-	return s
-}
-
-// finalizedStory tells a finalization that is over.
-func (p *pass) finalizedStory() string {
-	s := p.finalizingStory()
-	if i := strings.LastIndex(s, finalizingFrom); i >= 0 {
-		return s[:i] + finalizedFrom + s[i+len(finalizingFrom):]
-	}
-	return s
-}
-
 // publicationStory tells what was durably published.
-func (p *pass) publicationStory() string {
-	pub, ok := p.latestPublication()
+func (f *facts) publicationStory() string {
+	pub, ok := f.latestPublication()
 	if !ok || pub.BlocksCommitted == 0 && !pub.Settled {
 		return "nothing published"
 	}
@@ -132,14 +86,14 @@ func (p *pass) publicationStory() string {
 	return s
 }
 
-// runningMessage tells how far a working run is.
-func (p *pass) runningMessage() string {
-	w := p.lim.working()
+// runningMessage tells how far a working run is on attempt a.
+func (f *facts) runningMessage(a attempt, directives []v1alpha1.Directive) string {
+	w := f.lim.working()
 	msg := fmt.Sprintf("attempt %d running: %d/%d model requests, %d/%d steps",
-		p.cur, p.used.ModelRequests, max(w.ModelRequests, 0), p.steps, p.lim.maxSteps)
-	if len(p.d.Directives) > 0 {
-		parts := make([]string, 0, len(p.d.Directives))
-		for _, d := range p.d.Directives {
+		a.n, f.used.ModelRequests, max(w.ModelRequests, 0), f.steps, f.lim.maxSteps)
+	if len(directives) > 0 {
+		parts := make([]string, 0, len(directives))
+		for _, d := range directives {
 			parts = append(parts, fmt.Sprintf("%s at %s", d.Type, d.Message))
 		}
 		msg += "; directives: " + strings.Join(parts, ", ")
@@ -147,7 +101,16 @@ func (p *pass) runningMessage() string {
 	return msg
 }
 
-// startingMessage tells that a replacement attempt is starting.
-func (p *pass) startingMessage(story string) string {
-	return fmt.Sprintf("%s; starting attempt %d of %d", story, p.cur, p.lim.maxAttempts)
+// startingMessage tells that replacement attempt n is starting.
+func (f *facts) startingMessage(n int32, story string) string {
+	return fmt.Sprintf("%s; starting attempt %d of %d", story, n, f.lim.maxAttempts)
+}
+
+// cancelCause says who cancelled: the user (spec.stop) or the operator on
+// the user's behalf (Input.StopCause).
+func cancelCause(in Input) string {
+	if in.StopCause != "" {
+		return "cancelled because " + in.StopCause
+	}
+	return "cancelled (spec.stop: Cancel)"
 }

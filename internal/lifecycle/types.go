@@ -122,7 +122,7 @@ type Input struct {
 type Event struct {
 	// Type is corev1.EventTypeNormal or corev1.EventTypeWarning.
 	Type string
-	// Reason is a PascalCase reason, e.g. "Finalizing".
+	// Reason is a PascalCase reason, one of the v1alpha1.EventReason values.
 	Reason string
 	// Message is a readable sentence with numbers.
 	Message string

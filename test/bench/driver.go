@@ -42,7 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 var scheme = runtime.NewScheme()
@@ -51,7 +51,7 @@ func init() {
 	if err := clientgoscheme.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
-	if err := v1.AddToScheme(scheme); err != nil {
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
 		panic(err)
 	}
 }
@@ -227,8 +227,8 @@ func (d *driver) traceText() string {
 type runState struct {
 	pod        string
 	containers []string
-	attemptIn  bool     // the RunAttempt exists
-	attemptPh  v1.Phase // its spec.runPhase
+	attemptIn  bool           // the RunAttempt exists
+	attemptPh  v1alpha1.Phase // its spec.runPhase
 
 	running, facts, settled, succeeded bool
 
@@ -316,13 +316,13 @@ func newDriver(ctx context.Context, sys, ns string, admin *rest.Config, workers 
 			return nil, err
 		}
 	case sysAgentrun:
-		if err := add(&v1.ResearchRun{}, d.onRun); err != nil {
+		if err := add(&v1alpha1.ResearchRun{}, d.onRun); err != nil {
 			return nil, err
 		}
-		if err := add(&v1.RunAttempt{}, d.onAttempt); err != nil {
+		if err := add(&v1alpha1.RunAttempt{}, d.onAttempt); err != nil {
 			return nil, err
 		}
-		if err := add(&v1.Session{}, d.onSession); err != nil {
+		if err := add(&v1alpha1.Session{}, d.onSession); err != nil {
 			return nil, err
 		}
 	}
@@ -360,10 +360,10 @@ func (d *driver) onPod(obj any) {
 	case sysJob:
 		name = pod.Labels[batchv1.JobNameLabel]
 	case sysAgentrun:
-		if pod.Labels[v1.LabelAttempt] != "1" {
+		if pod.Labels[v1alpha1.LabelAttempt] != "1" {
 			return
 		}
-		name = pod.Labels[v1.LabelRun]
+		name = pod.Labels[v1alpha1.LabelRun]
 	}
 	if name == "" {
 		return
@@ -382,7 +382,7 @@ func (d *driver) onPod(obj any) {
 }
 
 func (d *driver) onAttempt(obj any) {
-	ra, ok := obj.(*v1.RunAttempt)
+	ra, ok := obj.(*v1alpha1.RunAttempt)
 	if !ok || ra.Spec.Attempt != 1 {
 		return
 	}
@@ -396,7 +396,7 @@ func (d *driver) onAttempt(obj any) {
 	st := d.state(ra.Spec.RunName)
 	st.attemptIn = true
 	st.attemptPh = ra.Spec.RunPhase
-	if ra.Spec.RunPhase == v1.PhaseFinalizing && st.finalizeAt.IsZero() {
+	if ra.Spec.RunPhase == v1alpha1.PhaseFinalizing && st.finalizeAt.IsZero() {
 		st.finalizeAt = now
 	}
 	d.mu.Unlock()
@@ -404,7 +404,7 @@ func (d *driver) onAttempt(obj any) {
 }
 
 func (d *driver) onRun(obj any) {
-	run, ok := obj.(*v1.ResearchRun)
+	run, ok := obj.(*v1alpha1.ResearchRun)
 	if !ok {
 		return
 	}
@@ -416,14 +416,14 @@ func (d *driver) onRun(obj any) {
 		d.traceEvent(run.Name, "watch  ResearchRun rv=%s phase=%q reason=%q conditions=%v changed=%v message=%q",
 			run.ResourceVersion, run.Status.Phase, run.Status.Reason, conds, d.changed("run/"+run.Name, run.Status), run.Status.Message)
 	}
-	if run.Status.Phase != v1.PhaseTerminated {
+	if run.Status.Phase != v1alpha1.PhaseTerminated {
 		return
 	}
 	d.markTerminal(run.Name, string(run.Status.Reason)+"/"+string(run.Status.Settlement))
 }
 
 func (d *driver) onSession(obj any) {
-	se, ok := obj.(*v1.Session)
+	se, ok := obj.(*v1alpha1.Session)
 	if !ok || d.traceRuns == 0 {
 		return
 	}
@@ -536,14 +536,14 @@ func (d *driver) sync(ctx context.Context, name string) error {
 			set(func(s *runState) { s.facts, s.factsAt = true, at })
 		}
 		if !snap.settled {
-			if snap.attemptPh != v1.PhaseFinalizing {
+			if snap.attemptPh != v1alpha1.PhaseFinalizing {
 				return nil // Finalizing on the RunAttempt brings us back
 			}
 			d.traceEvent(name, "driver RunAttempt publication settled Complete")
 			if err := d.patchAttempt(ctx, attempt, map[string]any{
 				"publication": map[string]any{
 					"blocksPlanned": 3, "blocksCommitted": 3,
-					"settlement": v1.SettlementComplete, "settled": true,
+					"settlement": v1alpha1.SettlementComplete, "settled": true,
 				},
 			}); err != nil {
 				return fmt.Errorf("attempt %s settlement: %w", attempt, err)
@@ -574,7 +574,7 @@ func (d *driver) patchAttempt(ctx context.Context, name string, status map[strin
 	if err != nil {
 		return err
 	}
-	ra := &v1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: d.ns, Name: name}}
+	ra := &v1alpha1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: d.ns, Name: name}}
 	return d.c.Status().Patch(ctx, ra, client.RawPatch(types.MergePatchType, data))
 }
 
@@ -639,17 +639,17 @@ func (d *driver) create(ctx context.Context, name, session string, measured bool
 			},
 		}
 	case sysAgentrun:
-		obj = &v1.ResearchRun{
+		obj = &v1alpha1.ResearchRun{
 			ObjectMeta: metav1.ObjectMeta{Namespace: d.ns, Name: name},
-			Spec: v1.ResearchRunSpec{
-				SessionRef: v1.LocalObjectReference{Name: session},
+			Spec: v1alpha1.ResearchRunSpec{
+				SessionRef: v1alpha1.LocalObjectReference{Name: session},
 				Goal:       "benchmark run",
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 					Containers: []corev1.Container{{Name: "agent", Image: "research-agent"}},
 				}},
-				Budget: v1.Budget{
+				Budget: v1alpha1.Budget{
 					ModelRequests: 10, ToolCalls: 10,
-					OutputReserve: v1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
+					OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
 				},
 			},
 		}
@@ -746,9 +746,9 @@ func (d *driver) objectSizes(ctx context.Context) map[string]float64 {
 	case sysJob:
 		lists["Job"] = &batchv1.JobList{}
 	case sysAgentrun:
-		lists["ResearchRun"] = &v1.ResearchRunList{}
-		lists["RunAttempt"] = &v1.RunAttemptList{}
-		lists["Session"] = &v1.SessionList{}
+		lists["ResearchRun"] = &v1alpha1.ResearchRunList{}
+		lists["RunAttempt"] = &v1alpha1.RunAttemptList{}
+		lists["Session"] = &v1alpha1.SessionList{}
 	}
 	for kind, list := range lists {
 		if err := d.cache.List(ctx, list, client.InNamespace(d.ns), client.Limit(100)); err != nil {

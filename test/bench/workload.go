@@ -36,7 +36,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 const benchNS = "bench"
@@ -326,19 +326,19 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 
 // setupAgentrun creates the RuntimePolicy and one Session per run.
 func setupAgentrun(ctx context.Context, c client.Client, sessions, workers int) error {
-	if err := c.Create(ctx, &v1.RuntimePolicy{
+	if err := c.Create(ctx, &v1alpha1.RuntimePolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: "p"},
-		Spec: v1.RuntimePolicySpec{Tools: []v1.Tool{
-			{Name: "http.get", Risk: v1.RiskLow, Effect: v1.EffectNone},
-			{Name: "report.publish", Risk: v1.RiskHigh, Effect: v1.EffectExternal},
+		Spec: v1alpha1.RuntimePolicySpec{Tools: []v1alpha1.Tool{
+			{Name: "http.get", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
+			{Name: "report.publish", Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
 		}},
 	}); err != nil {
 		return err
 	}
 	return parallel(ctx, sessions, workers, func(i int) error {
-		return c.Create(ctx, &v1.Session{
+		return c.Create(ctx, &v1alpha1.Session{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: sessionName(i)},
-			Spec:       v1.SessionSpec{PolicyRef: v1.LocalObjectReference{Name: "p"}},
+			Spec:       v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "p"}},
 		})
 	})
 }
@@ -806,21 +806,21 @@ func ceiling(ctx context.Context, o *options, trial int) (*ceilingResult, error)
 		}); err != nil {
 			return err
 		}
-		if err := c.Create(ctx, &v1.RunAttempt{
+		if err := c.Create(ctx, &v1alpha1.RunAttempt{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: fmt.Sprintf("a-%03d", i)},
-			Spec:       v1.RunAttemptSpec{RunName: fmt.Sprintf("a-%03d", i), Attempt: 1},
+			Spec:       v1alpha1.RunAttemptSpec{RunName: fmt.Sprintf("a-%03d", i), Attempt: 1},
 		}); err != nil {
 			return err
 		}
-		return c.Create(ctx, &v1.ResearchRun{
+		return c.Create(ctx, &v1alpha1.ResearchRun{
 			ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: fmt.Sprintf("r-%03d", i)},
-			Spec: v1.ResearchRunSpec{
-				SessionRef: v1.LocalObjectReference{Name: "s"},
+			Spec: v1alpha1.ResearchRunSpec{
+				SessionRef: v1alpha1.LocalObjectReference{Name: "s"},
 				Goal:       "benchmark run",
 				Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 					Containers: []corev1.Container{{Name: "agent", Image: "research-agent"}},
 				}},
-				Budget: v1.Budget{ModelRequests: 10, ToolCalls: 10, OutputReserve: v1.OutputReserve{ModelRequests: 2, ToolCalls: 2}},
+				Budget: v1alpha1.Budget{ModelRequests: 10, ToolCalls: 10, OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2, ToolCalls: 2}},
 			},
 		})
 	}); err != nil {
@@ -866,14 +866,14 @@ func ceiling(ctx context.Context, o *options, trial int) (*ceilingResult, error)
 	})
 	res.AttemptStatusPerS, res.AttemptAPICPUPerK, res.AttemptErrors = hammer("runattempt", func(i, k int) error {
 		data, _ := json.Marshal(map[string]any{"status": map[string]any{"steps": k, "heartbeatTime": metav1.Now()}})
-		ra := &v1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: fmt.Sprintf("a-%03d", i)}}
+		ra := &v1alpha1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: fmt.Sprintf("a-%03d", i)}}
 		return c.Status().Patch(ctx, ra, client.RawPatch(types.MergePatchType, data))
 	})
 	res.RunStatusPerS, res.RunAPICPUPerK, res.RunErrors = hammer("researchrun", func(i, k int) error {
 		data, _ := json.Marshal(map[string]any{"status": map[string]any{
-			"phase": v1.PhaseRunning, "steps": k, "message": fmt.Sprintf("running: %d steps", k),
+			"phase": v1alpha1.PhaseRunning, "steps": k, "message": fmt.Sprintf("running: %d steps", k),
 		}})
-		run := &v1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: fmt.Sprintf("r-%03d", i)}}
+		run := &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: fmt.Sprintf("r-%03d", i)}}
 		return c.Status().Patch(ctx, run, client.RawPatch(types.MergePatchType, data))
 	})
 	return res, ctx.Err()

@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/test/utils"
 )
 
@@ -45,18 +45,18 @@ func newNamespace() string {
 	return ns.Name
 }
 
-func newRun(ns, name string) *v1.ResearchRun {
-	return &v1.ResearchRun{
+func newRun(ns, name string) *v1alpha1.ResearchRun {
+	return &v1alpha1.ResearchRun{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
-		Spec: v1.ResearchRunSpec{
-			SessionRef: v1.LocalObjectReference{Name: "s"},
+		Spec: v1alpha1.ResearchRunSpec{
+			SessionRef: v1alpha1.LocalObjectReference{Name: "s"},
 			Goal:       "find out",
 			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
 				Containers: []corev1.Container{{Name: "agent", Image: "research-agent"}},
 			}},
-			Budget: v1.Budget{
+			Budget: v1alpha1.Budget{
 				ModelRequests: 10, ToolCalls: 10,
-				OutputReserve: v1.OutputReserve{ModelRequests: 2},
+				OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2},
 			},
 		},
 	}
@@ -72,9 +72,9 @@ func expectRejected(err error, want string) {
 
 // writeStatus applies mutate to a fresh copy of run's status and writes it
 // through the status subresource.
-func writeStatus(run *v1.ResearchRun, mutate func(*v1.ResearchRunStatus)) error {
+func writeStatus(run *v1alpha1.ResearchRun, mutate func(*v1alpha1.ResearchRunStatus)) error {
 	GinkgoHelper()
-	cur := &v1.ResearchRun{}
+	cur := &v1alpha1.ResearchRun{}
 	Expect(k8s.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
 	mutate(&cur.Status)
 	return k8s.Status().Update(ctx, cur)
@@ -82,9 +82,9 @@ func writeStatus(run *v1.ResearchRun, mutate func(*v1.ResearchRunStatus)) error 
 
 // setPhase moves run's status to phase (with reason and settlement) and
 // expects the write to succeed.
-func setPhase(run *v1.ResearchRun, phase v1.Phase, reason v1.Reason, settlement v1.Settlement) {
+func setPhase(run *v1alpha1.ResearchRun, phase v1alpha1.Phase, reason v1alpha1.Reason, settlement v1alpha1.Settlement) {
 	GinkgoHelper()
-	Expect(writeStatus(run, func(s *v1.ResearchRunStatus) {
+	Expect(writeStatus(run, func(s *v1alpha1.ResearchRunStatus) {
 		s.Phase, s.Reason, s.Settlement = phase, reason, settlement
 	})).To(Succeed())
 }
@@ -120,9 +120,9 @@ var _ = Describe("Samples", func() {
 		ns := newNamespace()
 		run := newRun(ns, "minimal")
 		Expect(k8s.Create(ctx, run)).To(Succeed())
-		got := &v1.ResearchRun{}
+		got := &v1alpha1.ResearchRun{}
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(run), got)).To(Succeed())
-		Expect(got.Spec.Gates).To(Equal(v1.Gates{MaxSteps: 20, SameCallLimit: 3, NoProgressLimit: 5, DegradeAtPercent: 75, CompressAtPercent: 90}))
+		Expect(got.Spec.Gates).To(Equal(v1alpha1.Gates{MaxSteps: 20, SameCallLimit: 3, NoProgressLimit: 5, DegradeAtPercent: 75, CompressAtPercent: 90}))
 		Expect(got.Spec.Recovery.MaxAttempts).To(Equal(int32(3)))
 		Expect(got.Spec.Recovery.HeartbeatTimeout.Duration).To(Equal(time.Minute))
 		Expect(got.Spec.Budget.Deadline.Duration).To(Equal(30 * time.Minute))
@@ -148,7 +148,7 @@ var _ = Describe("kubectl explain", func() {
 
 var _ = Describe("ResearchRun spec rules", func() {
 	var ns string
-	var run *v1.ResearchRun
+	var run *v1alpha1.ResearchRun
 	BeforeEach(func() {
 		ns = newNamespace()
 		run = newRun(ns, "r")
@@ -156,28 +156,28 @@ var _ = Describe("ResearchRun spec rules", func() {
 	})
 
 	DescribeTable("rejects changes to immutable fields",
-		func(mutate func(*v1.ResearchRunSpec), want string) {
-			cur := &v1.ResearchRun{}
+		func(mutate func(*v1alpha1.ResearchRunSpec), want string) {
+			cur := &v1alpha1.ResearchRun{}
 			Expect(k8s.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
 			mutate(&cur.Spec)
 			expectRejected(k8s.Update(ctx, cur), want)
 		},
-		Entry("goal", func(s *v1.ResearchRunSpec) { s.Goal = "something else" }, "spec is immutable after creation except spec.stop and spec.approvals"),
-		Entry("session", func(s *v1.ResearchRunSpec) { s.SessionRef.Name = "other" }, "spec is immutable after creation except spec.stop and spec.approvals"),
-		Entry("budget", func(s *v1.ResearchRunSpec) { s.Budget.ModelRequests = 1000 }, "spec is immutable after creation except spec.stop and spec.approvals"),
-		Entry("gates", func(s *v1.ResearchRunSpec) { s.Gates.MaxSteps = 1000 }, "spec is immutable after creation except spec.stop and spec.approvals"),
-		Entry("recovery", func(s *v1.ResearchRunSpec) { s.Recovery.MaxAttempts = 9 }, "spec is immutable after creation except spec.stop and spec.approvals"),
+		Entry("goal", func(s *v1alpha1.ResearchRunSpec) { s.Goal = "something else" }, "spec is immutable after creation except spec.stop and spec.approvals"),
+		Entry("session", func(s *v1alpha1.ResearchRunSpec) { s.SessionRef.Name = "other" }, "spec is immutable after creation except spec.stop and spec.approvals"),
+		Entry("budget", func(s *v1alpha1.ResearchRunSpec) { s.Budget.ModelRequests = 1000 }, "spec is immutable after creation except spec.stop and spec.approvals"),
+		Entry("gates", func(s *v1alpha1.ResearchRunSpec) { s.Gates.MaxSteps = 1000 }, "spec is immutable after creation except spec.stop and spec.approvals"),
+		Entry("recovery", func(s *v1alpha1.ResearchRunSpec) { s.Recovery.MaxAttempts = 9 }, "spec is immutable after creation except spec.stop and spec.approvals"),
 	)
 
 	It("accepts stop: Finalize, then Cancel, and refuses removing it", func() {
-		cur := &v1.ResearchRun{}
+		cur := &v1alpha1.ResearchRun{}
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
-		cur.Spec.Stop = v1.StopFinalize
+		cur.Spec.Stop = v1alpha1.StopFinalize
 		Expect(k8s.Update(ctx, cur)).To(Succeed())
-		cur.Spec.Stop = v1.StopCancel
+		cur.Spec.Stop = v1alpha1.StopCancel
 		Expect(k8s.Update(ctx, cur)).To(Succeed())
 
-		cur.Spec.Stop = v1.StopFinalize
+		cur.Spec.Stop = v1alpha1.StopFinalize
 		expectRejected(k8s.Update(ctx, cur), "spec.stop cannot be removed once set")
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
 		cur.Spec.Stop = ""
@@ -200,23 +200,23 @@ spec:
 		u.SetNamespace(ns)
 		Expect(k8s.Create(ctx, u)).To(Succeed())
 
-		cur := &v1.ResearchRun{}
+		cur := &v1alpha1.ResearchRun{}
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(u), cur)).To(Succeed())
-		cur.Spec.Stop = v1.StopFinalize
-		cur.Spec.Approvals = []v1.Approval{{ActionID: "a", Decision: v1.DecisionApprove}}
+		cur.Spec.Stop = v1alpha1.StopFinalize
+		cur.Spec.Approvals = []v1alpha1.Approval{{ActionID: "a", Decision: v1alpha1.DecisionApprove}}
 		Expect(k8s.Update(ctx, cur)).To(Succeed())
 	})
 
 	It("accepts appended approvals and refuses changing or removing one", func() {
-		cur := &v1.ResearchRun{}
+		cur := &v1alpha1.ResearchRun{}
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
-		cur.Spec.Approvals = append(cur.Spec.Approvals, v1.Approval{ActionID: "publish-1", Decision: v1.DecisionApprove})
+		cur.Spec.Approvals = append(cur.Spec.Approvals, v1alpha1.Approval{ActionID: "publish-1", Decision: v1alpha1.DecisionApprove})
 		Expect(k8s.Update(ctx, cur)).To(Succeed())
-		cur.Spec.Approvals = append(cur.Spec.Approvals, v1.Approval{ActionID: "publish-2", Decision: v1.DecisionDeny, Comment: "not yet"})
+		cur.Spec.Approvals = append(cur.Spec.Approvals, v1alpha1.Approval{ActionID: "publish-2", Decision: v1alpha1.DecisionDeny, Comment: "not yet"})
 		Expect(k8s.Update(ctx, cur)).To(Succeed())
 
 		changed := cur.DeepCopy()
-		changed.Spec.Approvals[0].Decision = v1.DecisionDeny
+		changed.Spec.Approvals[0].Decision = v1alpha1.DecisionDeny
 		expectRejected(k8s.Update(ctx, changed), "spec.approvals is append-only")
 
 		removed := cur.DeepCopy()
@@ -248,72 +248,72 @@ spec:
 
 	It("refuses degradeAtPercent above compressAtPercent", func() {
 		bad := newRun(ns, "gates")
-		bad.Spec.Gates = v1.Gates{DegradeAtPercent: 95, CompressAtPercent: 90}
+		bad.Spec.Gates = v1alpha1.Gates{DegradeAtPercent: 95, CompressAtPercent: 90}
 		expectRejected(k8s.Create(ctx, bad), "spec.gates.degradeAtPercent must not exceed spec.gates.compressAtPercent")
 	})
 })
 
 var _ = Describe("ResearchRun status rules", func() {
-	var run *v1.ResearchRun
+	var run *v1alpha1.ResearchRun
 	BeforeEach(func() {
 		run = newRun(newNamespace(), "r")
 		Expect(k8s.Create(ctx, run)).To(Succeed())
 	})
 
 	It("allows the forward path Queued → Running → Recovering → Running → Finalizing → Terminated", func() {
-		for _, p := range []v1.Phase{v1.PhaseQueued, v1.PhaseRunning, v1.PhaseRecovering, v1.PhaseRunning} {
+		for _, p := range []v1alpha1.Phase{v1alpha1.PhaseQueued, v1alpha1.PhaseRunning, v1alpha1.PhaseRecovering, v1alpha1.PhaseRunning} {
 			setPhase(run, p, "", "")
 		}
-		setPhase(run, v1.PhaseFinalizing, v1.ReasonBudgetExhausted, "")
-		setPhase(run, v1.PhaseTerminated, v1.ReasonBudgetExhausted, v1.SettlementPartial)
+		setPhase(run, v1alpha1.PhaseFinalizing, v1alpha1.ReasonBudgetExhausted, "")
+		setPhase(run, v1alpha1.PhaseTerminated, v1alpha1.ReasonBudgetExhausted, v1alpha1.SettlementPartial)
 	})
 
 	DescribeTable("Terminated is absorbing",
-		func(mutate func(*v1.ResearchRunStatus), want string) {
-			setPhase(run, v1.PhaseRunning, "", "")
-			setPhase(run, v1.PhaseTerminated, v1.ReasonCompleted, v1.SettlementComplete)
+		func(mutate func(*v1alpha1.ResearchRunStatus), want string) {
+			setPhase(run, v1alpha1.PhaseRunning, "", "")
+			setPhase(run, v1alpha1.PhaseTerminated, v1alpha1.ReasonCompleted, v1alpha1.SettlementComplete)
 			expectRejected(writeStatus(run, mutate), want)
 		},
-		Entry("back to Running", func(s *v1.ResearchRunStatus) { s.Phase = v1.PhaseRunning }, "Terminated is absorbing"),
-		Entry("to Finalizing", func(s *v1.ResearchRunStatus) { s.Phase = v1.PhaseFinalizing }, "Terminated is absorbing"),
-		Entry("phase removed", func(s *v1.ResearchRunStatus) { s.Phase = "" }, "Terminated is absorbing"),
-		Entry("whole status cleared", func(s *v1.ResearchRunStatus) { *s = v1.ResearchRunStatus{} }, "Terminated is absorbing"),
-		Entry("reason changed", func(s *v1.ResearchRunStatus) { s.Reason = v1.ReasonCancelled }, "status.reason cannot change once Terminated"),
-		Entry("reason removed", func(s *v1.ResearchRunStatus) { s.Reason = "" }, "status.reason cannot change once Terminated"),
-		Entry("settlement changed", func(s *v1.ResearchRunStatus) { s.Settlement = v1.SettlementPartial }, "status.settlement cannot change once Terminated"),
-		Entry("settlement removed", func(s *v1.ResearchRunStatus) { s.Settlement = "" }, "status.settlement cannot change once Terminated"),
+		Entry("back to Running", func(s *v1alpha1.ResearchRunStatus) { s.Phase = v1alpha1.PhaseRunning }, "Terminated is absorbing"),
+		Entry("to Finalizing", func(s *v1alpha1.ResearchRunStatus) { s.Phase = v1alpha1.PhaseFinalizing }, "Terminated is absorbing"),
+		Entry("phase removed", func(s *v1alpha1.ResearchRunStatus) { s.Phase = "" }, "Terminated is absorbing"),
+		Entry("whole status cleared", func(s *v1alpha1.ResearchRunStatus) { *s = v1alpha1.ResearchRunStatus{} }, "Terminated is absorbing"),
+		Entry("reason changed", func(s *v1alpha1.ResearchRunStatus) { s.Reason = v1alpha1.ReasonCancelled }, "status.reason cannot change once Terminated"),
+		Entry("reason removed", func(s *v1alpha1.ResearchRunStatus) { s.Reason = "" }, "status.reason cannot change once Terminated"),
+		Entry("settlement changed", func(s *v1alpha1.ResearchRunStatus) { s.Settlement = v1alpha1.SettlementPartial }, "status.settlement cannot change once Terminated"),
+		Entry("settlement removed", func(s *v1alpha1.ResearchRunStatus) { s.Settlement = "" }, "status.settlement cannot change once Terminated"),
 	)
 
 	It("still lets a Terminated run's message and conditions be written", func() {
-		setPhase(run, v1.PhaseTerminated, v1.ReasonCancelled, v1.SettlementNone)
-		Expect(writeStatus(run, func(s *v1.ResearchRunStatus) { s.Message = "cancelled by user" })).To(Succeed())
+		setPhase(run, v1alpha1.PhaseTerminated, v1alpha1.ReasonCancelled, v1alpha1.SettlementNone)
+		Expect(writeStatus(run, func(s *v1alpha1.ResearchRunStatus) { s.Message = "cancelled by user" })).To(Succeed())
 	})
 
 	DescribeTable("Finalizing is one-way",
-		func(to v1.Phase) {
-			setPhase(run, v1.PhaseRunning, "", "")
-			setPhase(run, v1.PhaseFinalizing, v1.ReasonStepLimit, "")
-			expectRejected(writeStatus(run, func(s *v1.ResearchRunStatus) { s.Phase = to }),
+		func(to v1alpha1.Phase) {
+			setPhase(run, v1alpha1.PhaseRunning, "", "")
+			setPhase(run, v1alpha1.PhaseFinalizing, v1alpha1.ReasonStepLimit, "")
+			expectRejected(writeStatus(run, func(s *v1alpha1.ResearchRunStatus) { s.Phase = to }),
 				"Finalizing is one-way and may only move to Terminated")
 		},
-		Entry("to Running", v1.PhaseRunning),
-		Entry("to Recovering", v1.PhaseRecovering),
-		Entry("to Queued", v1.PhaseQueued),
-		Entry("to Pending", v1.PhasePending),
+		Entry("to Running", v1alpha1.PhaseRunning),
+		Entry("to Recovering", v1alpha1.PhaseRecovering),
+		Entry("to Queued", v1alpha1.PhaseQueued),
+		Entry("to Pending", v1alpha1.PhasePending),
 	)
 
 	It("refuses an unknown phase or reason by enum", func() {
-		expectRejected(writeStatus(run, func(s *v1.ResearchRunStatus) { s.Phase = "Done" }), "Unsupported value")
-		expectRejected(writeStatus(run, func(s *v1.ResearchRunStatus) { s.Reason = "Whatever" }), "Unsupported value")
+		expectRejected(writeStatus(run, func(s *v1alpha1.ResearchRunStatus) { s.Phase = "Done" }), "Unsupported value")
+		expectRejected(writeStatus(run, func(s *v1alpha1.ResearchRunStatus) { s.Reason = "Whatever" }), "Unsupported value")
 	})
 })
 
 var _ = Describe("RunAttempt rules", func() {
 	It("sets spec.podUID once", func() {
 		ns := newNamespace()
-		ra := &v1.RunAttempt{
+		ra := &v1alpha1.RunAttempt{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r-1"},
-			Spec:       v1.RunAttemptSpec{RunName: "r", Attempt: 1},
+			Spec:       v1alpha1.RunAttemptSpec{RunName: "r", Attempt: 1},
 		}
 		Expect(k8s.Create(ctx, ra)).To(Succeed())
 		ra.Spec.PodUID = "uid-1"
@@ -332,20 +332,20 @@ var _ = Describe("RunAttempt rules", func() {
 		expectRejected(k8s.Update(ctx, renumbered), "spec.runName and spec.attempt are immutable")
 
 		// The grant, directives and phase mirror stay writable.
-		ra.Spec.Grant = v1.Grant{ModelRequests: 5, FinalizeOnly: true}
-		ra.Spec.RunPhase = v1.PhaseFinalizing
+		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 5, FinalizeOnly: true}
+		ra.Spec.RunPhase = v1alpha1.PhaseFinalizing
 		Expect(k8s.Update(ctx, ra)).To(Succeed())
 	})
 
 	It("bounds the fact lists", func() {
 		ns := newNamespace()
-		ra := &v1.RunAttempt{
+		ra := &v1alpha1.RunAttempt{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r-1"},
-			Spec:       v1.RunAttemptSpec{RunName: "r", Attempt: 1},
+			Spec:       v1alpha1.RunAttemptSpec{RunName: "r", Attempt: 1},
 		}
 		Expect(k8s.Create(ctx, ra)).To(Succeed())
 		for i := range 33 {
-			ra.Status.Calls = append(ra.Status.Calls, v1.CallCount{Tool: "http.get", Fingerprint: strings.Repeat("a", i+1), Count: 1})
+			ra.Status.Calls = append(ra.Status.Calls, v1alpha1.CallCount{Tool: "http.get", Fingerprint: strings.Repeat("a", i+1), Count: 1})
 		}
 		expectRejected(k8s.Status().Update(ctx, ra), "Too many: 33: must have at most 32 items")
 	})
@@ -354,19 +354,19 @@ var _ = Describe("RunAttempt rules", func() {
 var _ = Describe("Session and RuntimePolicy rules", func() {
 	It("requires a new reason for every permission-mode switch", func() {
 		ns := newNamespace()
-		s := &v1.Session{
+		s := &v1alpha1.Session{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "s"},
-			Spec:       v1.SessionSpec{PolicyRef: v1.LocalObjectReference{Name: "p"}, Mode: v1.ModePlan},
+			Spec:       v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "p"}, Mode: v1alpha1.ModePlan},
 		}
 		Expect(k8s.Create(ctx, s)).To(Succeed())
 
-		s.Spec.Mode = v1.ModeEdit
+		s.Spec.Mode = v1alpha1.ModeEdit
 		expectRejected(k8s.Update(ctx, s), "spec.modeChangeReason: a permission-mode switch requires a new, non-empty reason")
 
 		s.Spec.ModeChangeReason = "drafting the report"
 		Expect(k8s.Update(ctx, s)).To(Succeed())
 
-		s.Spec.Mode = v1.ModePlan
+		s.Spec.Mode = v1alpha1.ModePlan
 		expectRejected(k8s.Update(ctx, s), "a permission-mode switch requires a new, non-empty reason")
 
 		s.Spec.ModeChangeReason = "review only"
@@ -379,12 +379,12 @@ var _ = Describe("Session and RuntimePolicy rules", func() {
 
 	It("refuses a policy whose default mode is above its ceiling", func() {
 		ns := newNamespace()
-		p := &v1.RuntimePolicy{
+		p := &v1alpha1.RuntimePolicy{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"},
-			Spec:       v1.RuntimePolicySpec{MaxMode: v1.ModePlan, DefaultMode: v1.ModeFull},
+			Spec:       v1alpha1.RuntimePolicySpec{MaxMode: v1alpha1.ModePlan, DefaultMode: v1alpha1.ModeFull},
 		}
 		expectRejected(k8s.Create(ctx, p), "spec.defaultMode must not be above spec.maxMode")
-		p.Spec.DefaultMode = v1.ModeReadOnly
+		p.Spec.DefaultMode = v1alpha1.ModeReadOnly
 		Expect(k8s.Create(ctx, p)).To(Succeed())
 	})
 })

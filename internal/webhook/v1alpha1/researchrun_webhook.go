@@ -38,7 +38,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
@@ -48,7 +48,7 @@ import (
 func SetupResearchRunWebhookWithManager(mgr ctrl.Manager) error {
 	mgr.GetWebhookServer().Register("/mutate-agentrun-dev-v1alpha1-researchrun",
 		&webhook.Admission{Handler: &ApprovalStamper{Clock: clock.RealClock{}}})
-	return ctrl.NewWebhookManagedBy(mgr, &v1.ResearchRun{}).
+	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ResearchRun{}).
 		WithValidator(&ResearchRunValidator{Reader: cachedThenLive{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}).
 		Complete()
 }
@@ -74,13 +74,13 @@ func (s *ApprovalStamper) Handle(_ context.Context, req admission.Request) admis
 	if req.Operation != admissionv1.Create && req.Operation != admissionv1.Update {
 		return admission.Allowed("")
 	}
-	run := &v1.ResearchRun{}
+	run := &v1alpha1.ResearchRun{}
 	if err := json.Unmarshal(req.Object.Raw, run); err != nil {
 		return admission.Errored(http.StatusBadRequest, err)
 	}
 	known := 0
 	if len(req.OldObject.Raw) > 0 {
-		old := &v1.ResearchRun{}
+		old := &v1alpha1.ResearchRun{}
 		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
@@ -134,10 +134,10 @@ type ResearchRunValidator struct {
 	Reader client.Reader
 }
 
-var _ admission.Validator[*v1.ResearchRun] = (*ResearchRunValidator)(nil)
+var _ admission.Validator[*v1alpha1.ResearchRun] = (*ResearchRunValidator)(nil)
 
 // ValidateCreate validates a new run.
-func (v *ResearchRunValidator) ValidateCreate(ctx context.Context, obj *v1.ResearchRun) (admission.Warnings, error) {
+func (v *ResearchRunValidator) ValidateCreate(ctx context.Context, obj *v1alpha1.ResearchRun) (admission.Warnings, error) {
 	errs := strictTemplate(ctx)
 	errs = append(errs, templateErrors(obj)...)
 	refErrs, err := v.referents(ctx, obj)
@@ -151,7 +151,7 @@ func (v *ResearchRunValidator) ValidateCreate(ctx context.Context, obj *v1.Resea
 
 // ValidateUpdate keeps the pod template immutable (by meaning, not bytes) and
 // checks that stop and approvals only move forward (also enforced by CEL).
-func (v *ResearchRunValidator) ValidateUpdate(ctx context.Context, oldObj, obj *v1.ResearchRun) (admission.Warnings, error) {
+func (v *ResearchRunValidator) ValidateUpdate(ctx context.Context, oldObj, obj *v1alpha1.ResearchRun) (admission.Warnings, error) {
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(oldObj.Spec.Template, obj.Spec.Template) {
 		errs = append(errs, field.Forbidden(field.NewPath("spec", "template"), "is immutable after creation"))
@@ -162,7 +162,7 @@ func (v *ResearchRunValidator) ValidateUpdate(ctx context.Context, oldObj, obj *
 }
 
 // ValidateDelete allows deletion.
-func (v *ResearchRunValidator) ValidateDelete(_ context.Context, _ *v1.ResearchRun) (admission.Warnings, error) {
+func (v *ResearchRunValidator) ValidateDelete(_ context.Context, _ *v1alpha1.ResearchRun) (admission.Warnings, error) {
 	return nil, nil
 }
 
@@ -205,7 +205,7 @@ func strictTemplate(ctx context.Context) field.ErrorList {
 }
 
 // templateErrors checks the template builds into a restricted pod.
-func templateErrors(run *v1.ResearchRun) field.ErrorList {
+func templateErrors(run *v1alpha1.ResearchRun) field.ErrorList {
 	if len(run.Spec.Template.Spec.Containers) == 0 {
 		return field.ErrorList{field.Required(field.NewPath("spec", "template", "spec", "containers"), "at least one container is required")}
 	}
@@ -229,7 +229,7 @@ func templateErrors(run *v1.ResearchRun) field.ErrorList {
 }
 
 // reserveErrors: the reserve must leave something to work with.
-func reserveErrors(run *v1.ResearchRun) field.ErrorList {
+func reserveErrors(run *v1alpha1.ResearchRun) field.ErrorList {
 	b := run.Spec.Budget
 	p := field.NewPath("spec", "budget", "outputReserve")
 	var errs field.ErrorList
@@ -246,9 +246,9 @@ func reserveErrors(run *v1.ResearchRun) field.ErrorList {
 
 // referents checks the run's Session and RuntimePolicy exist and that the
 // run stays within the policy's limits.
-func (v *ResearchRunValidator) referents(ctx context.Context, run *v1.ResearchRun) (field.ErrorList, error) {
+func (v *ResearchRunValidator) referents(ctx context.Context, run *v1alpha1.ResearchRun) (field.ErrorList, error) {
 	spec := field.NewPath("spec")
-	s := &v1.Session{}
+	s := &v1alpha1.Session{}
 	err := v.Reader.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, s)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -260,7 +260,7 @@ func (v *ResearchRunValidator) referents(ctx context.Context, run *v1.ResearchRu
 	if s.DeletionTimestamp != nil {
 		return field.ErrorList{field.Invalid(spec.Child("sessionRef", "name"), s.Name, "the session is being deleted")}, nil
 	}
-	p := &v1.RuntimePolicy{}
+	p := &v1alpha1.RuntimePolicy{}
 	err = v.Reader.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: s.Spec.PolicyRef.Name}, p)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -272,7 +272,7 @@ func (v *ResearchRunValidator) referents(ctx context.Context, run *v1.ResearchRu
 	return limitErrors(run, p), nil
 }
 
-func limitErrors(run *v1.ResearchRun, p *v1.RuntimePolicy) field.ErrorList {
+func limitErrors(run *v1alpha1.ResearchRun, p *v1alpha1.RuntimePolicy) field.ErrorList {
 	var errs field.ErrorList
 	l := p.Spec.Limits
 	over := func(path *field.Path, value any, limit any, what string) {

@@ -23,13 +23,13 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/policy"
 )
 
 // SetupRuntimePolicyWebhookWithManager registers the RuntimePolicy validating webhook.
 func SetupRuntimePolicyWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &v1.RuntimePolicy{}).
+	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.RuntimePolicy{}).
 		WithValidator(&RuntimePolicyValidator{}).
 		Complete()
 }
@@ -41,26 +41,26 @@ func SetupRuntimePolicyWebhookWithManager(mgr ctrl.Manager) error {
 // and the rule.
 type RuntimePolicyValidator struct{}
 
-var _ admission.Validator[*v1.RuntimePolicy] = (*RuntimePolicyValidator)(nil)
+var _ admission.Validator[*v1alpha1.RuntimePolicy] = (*RuntimePolicyValidator)(nil)
 
 // ValidateCreate validates a new policy.
-func (v *RuntimePolicyValidator) ValidateCreate(_ context.Context, obj *v1.RuntimePolicy) (admission.Warnings, error) {
+func (v *RuntimePolicyValidator) ValidateCreate(_ context.Context, obj *v1alpha1.RuntimePolicy) (admission.Warnings, error) {
 	return nil, validatePolicy(obj)
 }
 
 // ValidateUpdate validates a changed policy.
-func (v *RuntimePolicyValidator) ValidateUpdate(_ context.Context, _, obj *v1.RuntimePolicy) (admission.Warnings, error) {
+func (v *RuntimePolicyValidator) ValidateUpdate(_ context.Context, _, obj *v1alpha1.RuntimePolicy) (admission.Warnings, error) {
 	return nil, validatePolicy(obj)
 }
 
 // ValidateDelete allows deletion.
-func (v *RuntimePolicyValidator) ValidateDelete(_ context.Context, _ *v1.RuntimePolicy) (admission.Warnings, error) {
+func (v *RuntimePolicyValidator) ValidateDelete(_ context.Context, _ *v1alpha1.RuntimePolicy) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func validatePolicy(p *v1.RuntimePolicy) error {
+func validatePolicy(p *v1alpha1.RuntimePolicy) error {
 	if errs := policy.Validate(&p.Spec); len(errs) > 0 {
-		return apierrors.NewInvalid(v1.GroupVersion.WithKind("RuntimePolicy").GroupKind(), p.Name, errs)
+		return apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("RuntimePolicy").GroupKind(), p.Name, errs)
 	}
 	return nil
 }

@@ -30,14 +30,14 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/pkg/permission"
 )
 
 // SetupSessionWebhookWithManager registers the Session webhooks. Lookups go
 // through the manager's cache; a miss is confirmed with a live read.
 func SetupSessionWebhookWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewWebhookManagedBy(mgr, &v1.Session{}).
+	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.Session{}).
 		WithValidator(&SessionValidator{Reader: cachedThenLive{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}).
 		WithDefaulter(&SessionDefaulter{Clock: clock.RealClock{}}).
 		Complete()
@@ -54,17 +54,17 @@ type SessionDefaulter struct {
 	Clock clock.PassiveClock
 }
 
-var _ admission.Defaulter[*v1.Session] = (*SessionDefaulter)(nil)
+var _ admission.Defaulter[*v1alpha1.Session] = (*SessionDefaulter)(nil)
 
 // Default stamps a mode switch.
-func (d *SessionDefaulter) Default(ctx context.Context, obj *v1.Session) error {
+func (d *SessionDefaulter) Default(ctx context.Context, obj *v1alpha1.Session) error {
 	req, err := admission.RequestFromContext(ctx)
 	if err != nil {
 		return err
 	}
-	var from v1.PermissionMode
+	var from v1alpha1.PermissionMode
 	if len(req.OldObject.Raw) > 0 {
-		old := &v1.Session{}
+		old := &v1alpha1.Session{}
 		if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
 			return err
 		}
@@ -76,10 +76,10 @@ func (d *SessionDefaulter) Default(ctx context.Context, obj *v1.Session) error {
 	} else if obj.Spec.Mode == "" {
 		// A new session without a mode has nothing to audit, and no stamp
 		// may come from the request body.
-		delete(obj.Annotations, v1.AnnotationModeChange)
+		delete(obj.Annotations, v1alpha1.AnnotationModeChange)
 		return nil
 	}
-	change := v1.ModeChange{
+	change := v1alpha1.ModeChange{
 		From:   from,
 		To:     obj.Spec.Mode,
 		By:     req.UserInfo.Username,
@@ -93,7 +93,7 @@ func (d *SessionDefaulter) Default(ctx context.Context, obj *v1.Session) error {
 	if obj.Annotations == nil {
 		obj.Annotations = map[string]string{}
 	}
-	obj.Annotations[v1.AnnotationModeChange] = string(raw)
+	obj.Annotations[v1alpha1.AnnotationModeChange] = string(raw)
 	return nil
 }
 
@@ -106,26 +106,26 @@ type SessionValidator struct {
 	Reader client.Reader
 }
 
-var _ admission.Validator[*v1.Session] = (*SessionValidator)(nil)
+var _ admission.Validator[*v1alpha1.Session] = (*SessionValidator)(nil)
 
 // ValidateCreate validates a new session.
-func (v *SessionValidator) ValidateCreate(ctx context.Context, obj *v1.Session) (admission.Warnings, error) {
+func (v *SessionValidator) ValidateCreate(ctx context.Context, obj *v1alpha1.Session) (admission.Warnings, error) {
 	return nil, v.validate(ctx, nil, obj)
 }
 
 // ValidateUpdate validates a changed session.
-func (v *SessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj *v1.Session) (admission.Warnings, error) {
+func (v *SessionValidator) ValidateUpdate(ctx context.Context, oldObj, obj *v1alpha1.Session) (admission.Warnings, error) {
 	return nil, v.validate(ctx, oldObj, obj)
 }
 
 // ValidateDelete allows deletion; the Session's finalizer ends its runs.
-func (v *SessionValidator) ValidateDelete(_ context.Context, _ *v1.Session) (admission.Warnings, error) {
+func (v *SessionValidator) ValidateDelete(_ context.Context, _ *v1alpha1.Session) (admission.Warnings, error) {
 	return nil, nil
 }
 
-func (v *SessionValidator) validate(ctx context.Context, old, s *v1.Session) error {
+func (v *SessionValidator) validate(ctx context.Context, old, s *v1alpha1.Session) error {
 	errs := transitionErrors(old, s)
-	p := &v1.RuntimePolicy{}
+	p := &v1alpha1.RuntimePolicy{}
 	err := v.Reader.Get(ctx, types.NamespacedName{Namespace: s.Namespace, Name: s.Spec.PolicyRef.Name}, p)
 	switch {
 	case apierrors.IsNotFound(err):
@@ -144,7 +144,7 @@ func (v *SessionValidator) validate(ctx context.Context, old, s *v1.Session) err
 
 // transitionErrors checks what an update may change: the mode stamp is the
 // webhook's, the mode cannot be removed, the policy cannot change under runs.
-func transitionErrors(old, s *v1.Session) field.ErrorList {
+func transitionErrors(old, s *v1alpha1.Session) field.ErrorList {
 	if old == nil {
 		return nil
 	}
@@ -154,8 +154,8 @@ func transitionErrors(old, s *v1.Session) field.ErrorList {
 		errs = append(errs, field.Required(spec.Child("mode"),
 			"cannot be removed once set; switch to the mode you want (with a modeChangeReason) instead"))
 	}
-	if old.Spec.Mode == s.Spec.Mode && old.Annotations[v1.AnnotationModeChange] != s.Annotations[v1.AnnotationModeChange] {
-		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1.AnnotationModeChange),
+	if old.Spec.Mode == s.Spec.Mode && old.Annotations[v1alpha1.AnnotationModeChange] != s.Annotations[v1alpha1.AnnotationModeChange] {
+		errs = append(errs, field.Forbidden(field.NewPath("metadata", "annotations").Key(v1alpha1.AnnotationModeChange),
 			"is stamped by the admission webhook on a mode switch and cannot be written directly"))
 	}
 	if s.DeletionTimestamp == nil && old.Spec.PolicyRef != s.Spec.PolicyRef && (old.Status.ActiveRun != "" || old.Status.QueuedCount > 0) {
@@ -166,12 +166,12 @@ func transitionErrors(old, s *v1.Session) field.ErrorList {
 
 // modeErrors keeps the mode within the policy's ceiling and requires a reason
 // for a switch.
-func modeErrors(old, s *v1.Session, p *v1.RuntimePolicy) field.ErrorList {
+func modeErrors(old, s *v1alpha1.Session, p *v1alpha1.RuntimePolicy) field.ErrorList {
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
 	ceiling := p.Spec.MaxMode
 	if ceiling == "" {
-		ceiling = v1.ModeEdit
+		ceiling = v1alpha1.ModeEdit
 	}
 	modeChanged := old == nil || old.Spec.Mode != s.Spec.Mode
 	if s.Spec.Mode != "" && modeChanged && !permission.ModeAllowed(s.Spec.Mode, ceiling) {
@@ -186,7 +186,7 @@ func modeErrors(old, s *v1.Session, p *v1.RuntimePolicy) field.ErrorList {
 }
 
 // queueErrors keeps the session's queue overrides within the policy's bounds.
-func queueErrors(s *v1.Session, p *v1.RuntimePolicy) field.ErrorList {
+func queueErrors(s *v1alpha1.Session, p *v1alpha1.RuntimePolicy) field.ErrorList {
 	var errs field.ErrorList
 	path := field.NewPath("spec", "queue")
 	q := p.Spec.Queue
@@ -214,5 +214,5 @@ func invalid(kind, name string, errs field.ErrorList) error {
 	if len(errs) == 0 {
 		return nil
 	}
-	return apierrors.NewInvalid(v1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
+	return apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind(kind).GroupKind(), name, errs)
 }

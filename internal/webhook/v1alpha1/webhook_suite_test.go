@@ -48,7 +48,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/controller"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
@@ -123,7 +123,7 @@ var _ = BeforeSuite(func() {
 	logf.SetLogger(zap.New(zap.WriteTo(GinkgoWriter), zap.UseDevMode(true)))
 	ctx, cancel = context.WithCancel(context.Background())
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	Expect(v1.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
 	// +kubebuilder:scaffold:scheme
 
 	root := utils.ProjectRoot()
@@ -252,7 +252,7 @@ var _ = BeforeSuite(func() {
 	}, timeout, interval).Should(Succeed())
 	// The webhooks read through the manager's cache; wait until it serves.
 	Eventually(func() error {
-		return mgr.GetClient().List(ctx, &v1.RuntimePolicyList{})
+		return mgr.GetClient().List(ctx, &v1alpha1.RuntimePolicyList{})
 	}, timeout, interval).Should(Succeed())
 })
 

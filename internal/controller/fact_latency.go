@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
 // factClock remembers, per run, when the oldest fact not yet acted on arrived
@@ -84,7 +84,7 @@ func (f *factClock) forget(key types.NamespacedName) {
 func (f *factClock) wrap() handler.EventHandler {
 	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		ref := metav1.GetControllerOf(obj)
-		if ref == nil || ref.Kind != "ResearchRun" || ref.APIVersion != v1.GroupVersion.String() {
+		if ref == nil || ref.Kind != "ResearchRun" || ref.APIVersion != v1alpha1.GroupVersion.String() {
 			return
 		}
 		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}
@@ -105,51 +105,4 @@ func (f *factClock) wrap() handler.EventHandler {
 			enqueue(e.Object, q)
 		},
 	}
-}
-
-// expectations remembers pods this process created until the cache shows them
-// (or a timeout passes), like the Job controller's expectations: while a
-// creation is pending, a pod missing from the cache is read live instead of
-// being taken as gone or created again.
-type expectations struct {
-	clock    clock.PassiveClock
-	timeout  time.Duration
-	mu       sync.Mutex
-	inflight map[types.NamespacedName]time.Time
-}
-
-func newExpectations(c clock.PassiveClock, timeout time.Duration) *expectations {
-	return &expectations{clock: c, timeout: timeout, inflight: map[types.NamespacedName]time.Time{}}
-}
-
-func (e *expectations) expect(key types.NamespacedName) {
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	e.inflight[key] = e.clock.Now()
-}
-
-func (e *expectations) observed(key types.NamespacedName) {
-	if e == nil {
-		return
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	delete(e.inflight, key)
-}
-
-func (e *expectations) pending(key types.NamespacedName) bool {
-	if e == nil {
-		return false
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	t, ok := e.inflight[key]
-	if ok && e.clock.Since(t) > e.timeout {
-		delete(e.inflight, key)
-		return false
-	}
-	return ok
 }

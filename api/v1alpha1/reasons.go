@@ -1,0 +1,109 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package v1alpha1
+
+// This file is the one home of the reasons the operator writes: condition
+// reasons and event reasons (with the events' actions). Each is a PascalCase
+// word naming a cause. The run's own Reason values (common_types.go) and its
+// Phase values are condition reasons too: Ready, Succeeded, Stalled and
+// Finalizing carry the run's reason once it finalizes or ends, and Ready
+// carries the phase while the run waits (Pending, Queued, Recovering,
+// Finalizing).
+
+// Condition reasons on a ResearchRun.
+const (
+	// ConditionReasonStopping (Ready=False, and Finalizing or Recovering
+	// False when they were True): the run has decided to end and waits for
+	// its pod to stop; status.reason says why. Persisted, this reason is
+	// also what keeps later passes on that decision (the Stopping latch).
+	ConditionReasonStopping = "Stopping"
+	// ConditionReasonAttemptFailed (Recovering=True): the current attempt
+	// failed; its pod is being stopped or the backoff runs. The condition's
+	// lastTransitionTime is when the failure was seen; the backoff counts
+	// from it.
+	ConditionReasonAttemptFailed = "AttemptFailed"
+	// ConditionReasonStartingAttempt (Recovering=True): a replacement attempt
+	// was started and its pod is not running yet.
+	ConditionReasonStartingAttempt = "StartingAttempt"
+	// ConditionReasonRecovered (Recovering=False): the replacement attempt runs.
+	ConditionReasonRecovered = "Recovered"
+	// ConditionReasonRunning (Ready=True): an attempt is working.
+	ConditionReasonRunning = "Running"
+	// ConditionReasonTerminated (Finalizing=False or Recovering=False): the
+	// run is Terminated, so finalization or recovery is over.
+	ConditionReasonTerminated = "Terminated"
+)
+
+// Condition reasons on a Session.
+const (
+	// ConditionReasonPolicyFound (Ready=True): the RuntimePolicy named by
+	// spec.policyRef exists and governs the session.
+	ConditionReasonPolicyFound = "PolicyFound"
+	// ConditionReasonPolicyNotFound (Ready=False): the RuntimePolicy named by
+	// spec.policyRef does not exist; the session's runs wait in Pending.
+	ConditionReasonPolicyNotFound = "PolicyNotFound"
+)
+
+// Condition reasons on a RuntimePolicy.
+const (
+	// ConditionReasonResolved (Valid=True): the chain and catalogue passed
+	// validation and status.resolvedChain is the chain in its applied order.
+	ConditionReasonResolved = "Resolved"
+	// ConditionReasonInvalid (Valid=False): the chain or catalogue broke a
+	// rule (the message lists them); status.resolvedChain is empty, and no
+	// new run starts on the policy.
+	ConditionReasonInvalid = "Invalid"
+)
+
+// Event reasons on a ResearchRun: one event per transition, recorded right
+// after the status write that makes it true.
+const (
+	// EventReasonQueued (Normal): the run waits in its session's queue.
+	EventReasonQueued = "Queued"
+	// EventReasonRunning (Normal): an attempt works.
+	EventReasonRunning = "Running"
+	// EventReasonRecovering (Warning): the current attempt failed and is
+	// being replaced.
+	EventReasonRecovering = "Recovering"
+	// EventReasonFinalizing (Normal): the run finalizes from its output
+	// reserve; the message leads with the run's reason.
+	EventReasonFinalizing = "Finalizing"
+	// EventReasonStopping (Normal for Completed, else Warning): the run
+	// decided to end and its pod is being stopped.
+	EventReasonStopping = "Stopping"
+	// EventReasonTerminated (Normal for Completed, else Warning): the run
+	// ended; the message gives reason, settlement and numbers.
+	EventReasonTerminated = "Terminated"
+	// EventReasonAttemptStarted (Normal): a replacement or finalize-only
+	// attempt was started.
+	EventReasonAttemptStarted = "AttemptStarted"
+)
+
+// Event reasons on a Session.
+const (
+	// EventReasonPermissionModeChanged (Normal): the session's permission
+	// mode was switched; the message says by whom, from what, to what and why.
+	EventReasonPermissionModeChanged = "PermissionModeChanged"
+)
+
+// Event actions: what the operator did when it recorded the event.
+const (
+	// EventActionDecide: the termination owner decided a run's next phase.
+	EventActionDecide = "Decide"
+	// EventActionSwitchMode: the Session controller recorded a mode switch.
+	EventActionSwitchMode = "SwitchMode"
+)

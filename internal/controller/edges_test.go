@@ -1,0 +1,293 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+package controller
+
+// Reconciler edge cases on controller-runtime's fake client, with a fake
+// clock and errors injected through client/interceptor: the stories that
+// need "five minutes later" or "the write is refused" without waiting or a
+// real API server. The envtest suite (suite_test.go) keeps the user stories.
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/runpod"
+)
+
+// edgeT0 is when every edge case starts.
+var edgeT0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+const edgeNS = "edges"
+
+// edge is one edge case's world: a fake API (with the injected errors), a
+// fake clock and a recorder.
+type edge struct {
+	t        *testing.T
+	clock    *clocktesting.FakeClock
+	client   client.Client
+	recorder *events.FakeRecorder
+	runs     *ResearchRunReconciler
+}
+
+// newEdge builds a world with a resolved, valid policy "p", a free session
+// "s" and a Pending run "r". Its API stamps creationTimestamp and uid from
+// the fake clock on create, as the real one does; funcs inject errors.
+func newEdge(t *testing.T, funcs interceptor.Funcs) *edge {
+	t.Helper()
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, v1alpha1.AddToScheme} {
+		if err := add(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e := &edge{t: t, clock: clocktesting.NewFakeClock(edgeT0), recorder: events.NewFakeRecorder(100)}
+	create := funcs.Create
+	funcs.Create = func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+		obj.SetCreationTimestamp(metav1.NewTime(e.clock.Now()))
+		obj.SetUID(types.UID("uid-" + obj.GetName()))
+		if create != nil {
+			return create(ctx, c, obj, opts...)
+		}
+		return c.Create(ctx, obj, opts...)
+	}
+	policy := &v1alpha1.RuntimePolicy{
+		ObjectMeta: metav1.ObjectMeta{Namespace: edgeNS, Name: "p", Generation: 1},
+		Status: v1alpha1.RuntimePolicyStatus{ObservedGeneration: 1, Conditions: []metav1.Condition{{
+			Type: v1alpha1.ConditionValid, Status: metav1.ConditionTrue, Reason: v1alpha1.ConditionReasonResolved,
+			ObservedGeneration: 1, LastTransitionTime: metav1.NewTime(edgeT0),
+		}}},
+	}
+	session := &v1alpha1.Session{
+		ObjectMeta: metav1.ObjectMeta{Namespace: edgeNS, Name: "s"},
+		Spec:       v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "p"}},
+	}
+	run := &v1alpha1.ResearchRun{
+		ObjectMeta: metav1.ObjectMeta{Namespace: edgeNS, Name: "r", UID: "uid-r", Generation: 1,
+			CreationTimestamp: metav1.NewTime(edgeT0)},
+		Spec: v1alpha1.ResearchRunSpec{
+			SessionRef: v1alpha1.LocalObjectReference{Name: "s"},
+			Goal:       "survey the field",
+			Template: corev1.PodTemplateSpec{Spec: corev1.PodSpec{
+				Containers: []corev1.Container{{Name: "agent", Image: "research-agent"}},
+			}},
+			Budget: v1alpha1.Budget{ModelRequests: 10, ToolCalls: 10,
+				OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2, ToolCalls: 2}},
+		},
+	}
+	e.client = fake.NewClientBuilder().WithScheme(s).
+		WithObjects(policy, session, run).
+		WithStatusSubresource(&v1alpha1.ResearchRun{}, &v1alpha1.Session{}, &v1alpha1.RuntimePolicy{}, &v1alpha1.RunAttempt{}).
+		WithIndex(&v1alpha1.ResearchRun{}, sessionRefIndex, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.ResearchRun).Spec.SessionRef.Name}
+		}).
+		WithIndex(&v1alpha1.Session{}, policyRefIndex, func(o client.Object) []string {
+			return []string{o.(*v1alpha1.Session).Spec.PolicyRef.Name}
+		}).
+		WithInterceptorFuncs(funcs).
+		Build()
+	e.runs = &ResearchRunReconciler{
+		Client: e.client, APIReader: e.client, Scheme: s, Recorder: e.recorder, Clock: e.clock,
+		facts:           newFactClock(e.clock),
+		podExpectations: newExpectations(e.clock, time.Minute),
+		runners:         &runners{ready: map[string]bool{}},
+	}
+	return e
+}
+
+// reconcile runs one pass of the ResearchRun reconciler for run r.
+func (e *edge) reconcile() ctrl.Result {
+	e.t.Helper()
+	res, err := e.runs.Reconcile(context.Background(), ctrl.Request{NamespacedName: types.NamespacedName{Namespace: edgeNS, Name: "r"}})
+	if err != nil {
+		e.t.Fatalf("Reconcile: %v", err)
+	}
+	return res
+}
+
+func (e *edge) run() *v1alpha1.ResearchRun {
+	e.t.Helper()
+	run := &v1alpha1.ResearchRun{}
+	if err := e.client.Get(context.Background(), types.NamespacedName{Namespace: edgeNS, Name: "r"}, run); err != nil {
+		e.t.Fatal(err)
+	}
+	return run
+}
+
+// events drains the events recorded so far, as "Type Reason".
+func (e *edge) events() []string {
+	var out []string
+	for {
+		select {
+		case ev := <-e.recorder.Events:
+			f := strings.Fields(ev)
+			out = append(out, strings.Join(f[:min(2, len(f))], " "))
+		default:
+			return out
+		}
+	}
+}
+
+// conflictsOf reads agentrun_controller_conflicts_total for resource.
+func conflictsOf(t *testing.T, resource string) float64 {
+	t.Helper()
+	m := &dto.Metric{}
+	if err := conflicts.WithLabelValues(resource).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	return m.GetCounter().GetValue()
+}
+
+// TestPodStartTimeoutOnTheFakeClock: a run whose pod never starts is
+// recovered once recovery.startTimeout (default 5m) has passed — five
+// minutes of the fake clock, not of the test.
+func TestPodStartTimeoutOnTheFakeClock(t *testing.T) {
+	e := newEdge(t, interceptor.Funcs{})
+	res := e.reconcile()
+	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRunning || run.Status.Attempt != 1 {
+		t.Fatalf("first pass: %s attempt %d (%s), want Running attempt 1", run.Status.Phase, run.Status.Attempt, run.Status.Message)
+	}
+	if diff := cmp.Diff([]string{"Normal Running"}, e.events()); diff != "" {
+		t.Errorf("first pass: events (-want +got):\n%s", diff)
+	}
+	// The pass that creates attempt 1 cannot see its RunAttempt yet, so its
+	// requeue does not count the start timeout; the next event (the
+	// session's claim, the pod's scheduling status) brings a pass that does.
+	if res.RequeueAfter <= 0 {
+		t.Errorf("first pass: requeue after %s, want a wake-up", res.RequeueAfter)
+	}
+	if res = e.reconcile(); res.RequeueAfter != 5*time.Minute {
+		t.Errorf("a pass once the attempt exists: requeue after %s, want the 5m start timeout", res.RequeueAfter)
+	}
+
+	e.clock.Step(5*time.Minute - time.Second)
+	e.reconcile()
+	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRunning {
+		t.Fatalf("a second before the start timeout: %s (%s), want Running", run.Status.Phase, run.Status.Message)
+	}
+
+	e.clock.Step(time.Second)
+	e.reconcile()
+	run := e.run()
+	if run.Status.Phase != v1alpha1.PhaseRecovering || !strings.Contains(run.Status.Message, "its pod did not start within 5m0s") {
+		t.Fatalf("at the start timeout: %s (%s), want Recovering because the pod did not start", run.Status.Phase, run.Status.Message)
+	}
+	if diff := cmp.Diff([]string{"Warning Recovering"}, e.events()); diff != "" {
+		t.Errorf("at the start timeout: events (-want +got):\n%s", diff)
+	}
+	pod := &corev1.Pod{}
+	err := e.client.Get(context.Background(), types.NamespacedName{Namespace: edgeNS, Name: runpod.Name("r", 1)}, pod)
+	if !apierrors.IsNotFound(err) {
+		t.Errorf("the pod that did not start was not deleted: %v", err)
+	}
+}
+
+// TestRefusedStatusWriteLeavesNothingBehind: when the run's status write
+// conflicts, the pass ends with a quick requeue, the conflict is counted,
+// and nothing of the decision happens — no event, no RunAttempt, no pod.
+func TestRefusedStatusWriteLeavesNothingBehind(t *testing.T) {
+	before := conflictsOf(t, "researchruns")
+	e := newEdge(t, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if _, ok := obj.(*v1alpha1.ResearchRun); ok && sub == "status" {
+				return apierrors.NewConflict(schema.GroupResource{Group: v1alpha1.GroupVersion.Group, Resource: "researchruns"},
+					obj.GetName(), errors.New("injected by the test"))
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	if res := e.reconcile(); res.RequeueAfter != conflictRetry {
+		t.Errorf("requeue after %s, want the quick conflict retry %s", res.RequeueAfter, conflictRetry)
+	}
+	if got := conflictsOf(t, "researchruns") - before; got != 1 {
+		t.Errorf("agentrun_controller_conflicts_total{resource=researchruns} rose by %v, want 1", got)
+	}
+	if evs := e.events(); len(evs) != 0 {
+		t.Errorf("events recorded for a decision that was not written: %v", evs)
+	}
+	attempts := &v1alpha1.RunAttemptList{}
+	if err := e.client.List(context.Background(), attempts); err != nil || len(attempts.Items) != 0 {
+		t.Errorf("RunAttempts after a refused status write: %d (%v), want none", len(attempts.Items), err)
+	}
+	pods := &corev1.PodList{}
+	if err := e.client.List(context.Background(), pods); err != nil || len(pods.Items) != 0 {
+		t.Errorf("pods after a refused status write: %d (%v), want none", len(pods.Items), err)
+	}
+	if run := e.run(); run.Status.Phase != "" {
+		t.Errorf("run status written despite the conflict: %s", run.Status.Phase)
+	}
+}
+
+// TestEveryStatusWriteCarriesTheLock: the Session, RuntimePolicy and
+// ResearchRun status patches all carry a resourceVersion precondition (the
+// RuntimePolicy one used to have none).
+func TestEveryStatusWriteCarriesTheLock(t *testing.T) {
+	locked := map[string]bool{}
+	e := newEdge(t, interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			data, err := patch.Data(obj)
+			if err != nil {
+				return err
+			}
+			if sub == "status" {
+				locked[resourceOf(obj)] = strings.Contains(string(data), `"resourceVersion"`)
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	// A policy edit the cache has not resolved yet, so its status changes.
+	ctx := context.Background()
+	p := &v1alpha1.RuntimePolicy{}
+	if err := e.client.Get(ctx, types.NamespacedName{Namespace: edgeNS, Name: "p"}, p); err != nil {
+		t.Fatal(err)
+	}
+	p.Status.Conditions = nil
+	if err := e.client.Status().Update(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	policies := &RuntimePolicyReconciler{Client: e.client, Scheme: e.client.Scheme()}
+	if _, err := policies.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: edgeNS, Name: "p"}}); err != nil {
+		t.Fatal(err)
+	}
+	sessions := &SessionReconciler{Client: e.client, Scheme: e.client.Scheme(), Recorder: e.recorder}
+	if _, err := sessions.Reconcile(ctx, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: edgeNS, Name: "s"}}); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	want := map[string]bool{"researchruns": true, "sessions": true, "runtimepolicies": true}
+	if diff := cmp.Diff(want, locked); diff != "" {
+		t.Errorf("status patches with a resourceVersion precondition, by resource (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,78 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// The predicates of the watches: each says which events it passes and why it
+// skips the others.
+
+// sessionChanged passes Session events that matter to its runs: the claim
+// (activeRun), the queue (positions), the permission mode, the spec, and
+// deletion.
+var sessionChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		o, okOld := e.ObjectOld.(*v1alpha1.Session)
+		n, okNew := e.ObjectNew.(*v1alpha1.Session)
+		if !okOld || !okNew {
+			return false
+		}
+		return o.Status.ActiveRun != n.Status.ActiveRun || o.Status.Mode != n.Status.Mode ||
+			o.Status.QueuedCount != n.Status.QueuedCount || !slices.Equal(o.Status.QueuedRuns, n.Status.QueuedRuns) ||
+			o.Status.Runs != n.Status.Runs ||
+			o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
+	},
+}
+
+// factsChanged passes the events that carry facts: a RunAttempt's or pod's
+// status changing, and deletions. The operator's own creates and spec patches
+// carry none, and would only cost a reconcile that decides nothing new.
+var factsChanged = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		if !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp()) {
+			return true
+		}
+		switch n := e.ObjectNew.(type) {
+		case *v1alpha1.RunAttempt:
+			o, ok := e.ObjectOld.(*v1alpha1.RunAttempt)
+			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
+		case *corev1.Pod:
+			o, ok := e.ObjectOld.(*corev1.Pod)
+			return !ok || !equality.Semantic.DeepEqual(o.Status, n.Status)
+		}
+		return true
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return true },
+	GenericFunc: func(event.GenericEvent) bool { return true },
+}
+
+// deletionChanged passes updates that set the deletion timestamp.
+var deletionChanged = predicate.Funcs{
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		return !e.ObjectNew.GetDeletionTimestamp().Equal(e.ObjectOld.GetDeletionTimestamp())
+	},
+}
