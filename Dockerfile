@@ -1,5 +1,6 @@
 # syntax=docker/dockerfile:1
-# Two images from one build: the manager (default) and the reference research
+# Two images from one build: the manager (default; it also holds /gateway, the
+# agentrun-gateway binary config/gateway runs) and the reference research
 # agent (--target research-agent). Both are static, run as non-root on a
 # distroless base, and suit the restricted Pod Security Standard (read-only
 # root filesystem; the agent writes only under /tmp).
@@ -24,6 +25,7 @@ COPY . .
 # GOARCH has no default so the binary matches the platform docker builds for.
 ENV CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags="-s -w" -o manager ./cmd \
+ && go build -trimpath -ldflags="-s -w" -o gateway ./cmd/gateway \
  && go build -trimpath -ldflags="-s -w" -o research-agent ./cmd/research-agent
 
 FROM gcr.io/distroless/static:nonroot AS research-agent
@@ -37,5 +39,6 @@ ENTRYPOINT ["/research-agent"]
 FROM gcr.io/distroless/static:nonroot AS manager
 WORKDIR /
 COPY --from=builder /workspace/manager /manager
+COPY --from=builder /workspace/gateway /gateway
 USER 65532:65532
 ENTRYPOINT ["/manager"]

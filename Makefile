@@ -93,8 +93,13 @@ dev: envtest-assets ## Run agentrun end to end on the embedded local stack (no c
 	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" exec bin/agentrun-dev $(DEV_ARGS)
 
 .PHONY: bench
-bench: ## Benchmark agentrun against the Kubernetes Job controller, each on its own fresh local control plane.
+bench: bench-gateway ## Benchmark agentrun against the Kubernetes Job controller (each on its own fresh local control plane), and the gateway's model door.
 	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go run ./test/bench $(BENCH_ARGS)
+
+.PHONY: bench-gateway
+bench-gateway: ## Benchmark the gateway's model door: added latency, CPU and RSS, the grant race (docs/benchmarks-gateway.md).
+	go build -o bin/gateway-bench ./test/bench/gateway
+	bin/gateway-bench $(GATEWAY_BENCH_ARGS)
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint linter
@@ -111,8 +116,9 @@ lint-config: golangci-lint ## Verify golangci-lint linter configuration
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager and research-agent binaries.
+build: manifests generate fmt vet ## Build the manager, gateway and research-agent binaries.
 	go build -o bin/manager ./cmd
+	go build -o bin/gateway ./cmd/gateway
 	go build -o bin/research-agent ./cmd/research-agent
 
 .PHONY: run
