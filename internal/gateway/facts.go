@@ -21,6 +21,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
@@ -132,11 +134,11 @@ func (f *facts) topCalls() []v1alpha1.CallCount {
 // whose message names the real scope and kind: the count is never lost, and
 // an escalation is never lost either.
 func (f *facts) addFault(scope v1alpha1.FaultScope, kind string, retryable, escalated bool, msg string) {
-	kind = truncate(kind, 128)
-	msg = truncate(msg, maxMessage)
+	kind = textutil.Truncate(kind, 128)
+	msg = textutil.Truncate(msg, maxMessage)
 	i := slices.IndexFunc(f.faults, func(x v1alpha1.Fault) bool { return x.Scope == scope && x.Kind == kind })
 	if i < 0 && len(f.faults) >= maxFaults-1 {
-		msg = truncate(fmt.Sprintf("%s/%s: %s", scope, kind, msg), maxMessage)
+		msg = textutil.Truncate(fmt.Sprintf("%s/%s: %s", scope, kind, msg), maxMessage)
 		scope, kind = v1alpha1.FaultScopeAgent, overflowKind
 		i = slices.IndexFunc(f.faults, func(x v1alpha1.Fault) bool { return x.Scope == scope && x.Kind == kind })
 	}
@@ -155,7 +157,7 @@ func (f *facts) addFault(scope v1alpha1.FaultScope, kind string, retryable, esca
 
 // addAdvice counts one piece of advice; beyond the bound, in one Other entry.
 func (f *facts) addAdvice(source, kind string) {
-	source, kind = truncate(source, 128), truncate(kind, 128)
+	source, kind = textutil.Truncate(source, 128), textutil.Truncate(kind, 128)
 	i := slices.IndexFunc(f.advice, func(x v1alpha1.Advice) bool { return x.Source == source && x.Kind == kind })
 	if i < 0 && len(f.advice) >= maxAdvice-1 {
 		source, kind = overflowKind, overflowKind
@@ -193,15 +195,4 @@ func (f *facts) render() v1alpha1.RunAttemptStatus {
 		Publication:      f.publication,
 		Checkpoint:       f.checkpoint,
 	}
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	// Cut on a rune boundary.
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

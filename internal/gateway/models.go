@@ -31,6 +31,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -285,7 +287,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 				kind = gatewayapi.FaultKind(c)
 			}
 		}
-		k.providerFault(kind, retryable, fmt.Sprintf("model %s: HTTP %d: %s", m.Name, resp.StatusCode, truncate(string(raw), 200)))
+		k.providerFault(kind, retryable, fmt.Sprintf("model %s: HTTP %d: %s", m.Name, resp.StatusCode, textutil.Truncate(string(raw), 200)))
 		copyHeader(w, resp, "Content-Type", "Retry-After", "X-Should-Retry")
 		w.WriteHeader(resp.StatusCode)
 		_, _ = w.Write(raw)

@@ -25,6 +25,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -88,7 +90,7 @@ func SectionKey(i int, name string) string {
 			dash = true
 		}
 	}
-	slug := strings.TrimSuffix(truncate(b.String(), 60), "-")
+	slug := strings.TrimSuffix(textutil.Cut(b.String(), 60), "-")
 	if slug == "" {
 		slug = "section"
 	}
@@ -115,7 +117,7 @@ func (k *keeper) reportRef() reportRef {
 		label: ra.Labels[v1alpha1.LabelRun], goal: ra.Spec.Goal, attempt: ra.Spec.Attempt,
 	}
 	if r.label == "" {
-		r.label = truncate(ra.Spec.RunName, 63)
+		r.label = textutil.Cut(ra.Spec.RunName, 63)
 	}
 	for _, ref := range ra.OwnerReferences {
 		if ref.Kind == "ResearchRun" && strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/") {
@@ -329,7 +331,7 @@ func (g *Gateway) postSection(w http.ResponseWriter, r *http.Request, k *keeper)
 	}
 	content := req.Content
 	if len(content) > maxSectionBytes {
-		content = truncate(content, maxSectionBytes) + "\n\n(truncated)"
+		content = textutil.Cut(content, maxSectionBytes) + "\n\n(truncated)"
 	}
 	ref := k.reportRef()
 	var name string

@@ -25,6 +25,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -239,7 +241,7 @@ func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 		// Say why before refusing: the operator sees an escalated fault
 		// instead of a silent crash loop.
 		if ferr := a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
-			Scope: v1alpha1.FaultScopeAgent, Kind: "UnregisteredInterceptor", Escalate: true, Message: truncate(err.Error(), 512),
+			Scope: v1alpha1.FaultScopeAgent, Kind: "UnregisteredInterceptor", Escalate: true, Message: textutil.Truncate(err.Error(), 512),
 		}, nil); ferr != nil {
 			a.log.Error(ferr, "Could not report the refusal to start")
 		}
@@ -382,14 +384,14 @@ func (a *Agent) Step(ctx context.Context, progress bool) (int64, error) {
 // RecordFault counts a local fault (it changes no phase).
 func (a *Agent) RecordFault(ctx context.Context, scope v1alpha1.FaultScope, kind string, retryable bool, message string) error {
 	return a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
-		Scope: scope, Kind: kind, Retryable: retryable, Message: truncate(message, 512)}, nil)
+		Scope: scope, Kind: kind, Retryable: retryable, Message: textutil.Truncate(message, 512)}, nil)
 }
 
 // Escalate records a fault the agent cannot handle; it returns once the
 // gateway has persisted it. The operator then treats the attempt as failed.
 func (a *Agent) Escalate(ctx context.Context, scope v1alpha1.FaultScope, kind, message string) error {
 	return a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
-		Scope: scope, Kind: kind, Escalate: true, Message: truncate(message, 512)}, nil)
+		Scope: scope, Kind: kind, Escalate: true, Message: textutil.Truncate(message, 512)}, nil)
 }
 
 // RecordAdvice counts a piece of advice (e.g. source "reviewer", kind
@@ -609,14 +611,4 @@ func (a *Agent) usable(ctx context.Context) error {
 		return context.Cause(ctx)
 	}
 	return nil
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && n < len(s) && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

@@ -25,6 +25,8 @@ import (
 	"net/http"
 	"slices"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	"github.com/openai/openai-go/v3"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -168,7 +170,7 @@ func (a *Agent) CallTool(ctx context.Context, name string, args any, opts ...Cal
 		var out gatewayapi.ToolOutcomeRequest
 		if terr != nil {
 			kind, retryable := faultOf(terr, "Failed")
-			out.Error = &gatewayapi.ToolError{Kind: kind, Retryable: retryable, Message: truncate(terr.Error(), 512)}
+			out.Error = &gatewayapi.ToolError{Kind: kind, Retryable: retryable, Message: textutil.Truncate(terr.Error(), 512)}
 		}
 		// The outcome must reach the gateway even when ctx ends: it removes
 		// the write-ahead record.

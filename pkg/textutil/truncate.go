@@ -44,3 +44,19 @@ func Truncate(s string, n int) string {
 	}
 	return s[:cut] + mark
 }
+
+// Cut shortens s to at most n bytes on a rune boundary, without a mark: for
+// identifiers cut to a length (label values, ConfigMap keys, function names),
+// where an ellipsis would make them invalid.
+func Cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	if n <= 0 {
+		return ""
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

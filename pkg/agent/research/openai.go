@@ -25,6 +25,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
@@ -59,7 +61,7 @@ func wireName(name string) string {
 			b.WriteByte('_')
 		}
 	}
-	return truncateString(b.String(), 64)
+	return textutil.Cut(b.String(), 64)
 }
 
 // chatCompletion sends req with c; turn, when set, is the scripted upstream's

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 )
 
@@ -176,20 +178,10 @@ func parsePlan(content string) []string {
 			continue
 		}
 		seen[strings.ToLower(s)] = true
-		out = append(out, truncateString(s, 120))
+		out = append(out, textutil.Truncate(s, 120))
 		if len(out) == maxSections {
 			break
 		}
 	}
 	return out
-}
-
-func truncateString(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && s[n]&0xC0 == 0x80 {
-		n--
-	}
-	return s[:n]
 }

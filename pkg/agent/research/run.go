@@ -31,6 +31,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
@@ -567,7 +569,7 @@ func (r *runner) act(ctx context.Context, calls []ToolCall) (progress bool, err 
 		default:
 			res = "error: " + cerr.Error()
 		}
-		r.messages = append(r.messages, Message{Role: roleTool, ToolCallID: tc.ID, Content: truncateString(res, 8192)})
+		r.messages = append(r.messages, Message{Role: roleTool, ToolCallID: tc.ID, Content: textutil.Truncate(res, 8192)})
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
