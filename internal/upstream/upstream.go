@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -87,6 +88,20 @@ type Server struct {
 	// LastAuthorization is the Authorization header of the latest request
 	// (tests check the gateway sends the provider key, never the agent's token).
 	lastAuth atomic.Value
+
+	mu     sync.Mutex
+	models []string // the model of each chat completion request, in order
+}
+
+// maxLogged bounds the request log.
+const maxLogged = 1024
+
+// Models returns the model each chat completion request asked for, in the
+// order received (the latest 1024): what the gateway sent upstream.
+func (s *Server) Models() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.models...)
 }
 
 // LastAuthorization returns the Authorization header of the latest request.
@@ -132,6 +147,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, http.StatusBadRequest, "invalid_request", "malformed JSON: "+err.Error())
 		return
 	}
+	s.mu.Lock()
+	s.models = append(s.models, req.Model)
+	if len(s.models) > maxLogged {
+		s.models = s.models[len(s.models)-maxLogged:]
+	}
+	s.mu.Unlock()
 	if s.Latency > 0 {
 		time.Sleep(s.Latency)
 	}

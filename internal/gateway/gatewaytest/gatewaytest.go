@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -59,6 +60,13 @@ const (
 	PodUID     = "pod-uid-1"
 	// Token is the attempt pod's bearer token.
 	Token = "token-of-survey-1"
+	// OtherPodToken is the token of an earlier pod of the same name (another
+	// UID): valid, but not the pod the RunAttempt records.
+	OtherPodToken = "token-of-an-earlier-survey-1-pod"
+	// StrangerToken is the token of a pod that is no attempt's.
+	StrangerToken = "token-of-a-stranger-pod"
+	// UnboundToken is a valid service-account token bound to no pod.
+	UnboundToken = "token-of-no-pod"
 	// Model is the model the test policy serves.
 	Model = "scripted"
 	// DegradedModel is the model served under a Degrade directive.
@@ -81,6 +89,10 @@ type Env struct {
 	Writes    atomic.Int64
 	Conflicts atomic.Int64
 	Down      atomic.Bool
+
+	opts Options
+	// dead cuts the current gateway process off the API server (Crash).
+	dead *atomic.Bool
 }
 
 // Options adjusts an Env.
@@ -91,6 +103,10 @@ type Options struct {
 	FlushInterval time.Duration
 	// Objects are added to the fake API server too (Secrets, ConfigMaps).
 	Objects []client.Object
+	// PodWait of the gateway (default 1s).
+	PodWait time.Duration
+	// Log receives the gateway's logs (default: discarded).
+	Log logr.Logger
 }
 
 // Attempt is the test RunAttempt: Running, a grant of 10 model requests and
@@ -139,8 +155,7 @@ func Scheme() *runtime.Scheme {
 func Start(t testing.TB, o Options) *Env {
 	t.Helper()
 	ra := Attempt()
-	e := &Env{T: t, Upstream: &upstream.Server{}, Registry: prometheus.NewRegistry(),
-		Key: types.NamespacedName{Namespace: Namespace, Name: RunAttempt}}
+	e := &Env{T: t, Upstream: &upstream.Server{}, Key: types.NamespacedName{Namespace: Namespace, Name: RunAttempt}}
 	up := httptest.NewServer(e.Upstream)
 	t.Cleanup(up.Close)
 	ra.Spec.Policy.Models = []v1alpha1.Model{
@@ -153,6 +168,10 @@ func Start(t testing.TB, o Options) *Env {
 	if o.FlushInterval <= 0 {
 		o.FlushInterval = 20 * time.Millisecond
 	}
+	if o.PodWait <= 0 {
+		o.PodWait = time.Second
+	}
+	e.opts = o
 	e.Client = fake.NewClientBuilder().
 		WithScheme(Scheme()).
 		WithObjects(append([]client.Object{ra}, o.Objects...)...).
@@ -181,22 +200,78 @@ func Start(t testing.TB, o Options) *Env {
 	return e
 }
 
+// errCrashed is what a crashed gateway process's writes meet: it writes
+// nothing more.
+var errCrashed = errors.New("gatewaytest: this gateway process crashed")
+
+// tokens are the identities the API server vouches for.
+func tokens() gateway.StaticTokens {
+	sa := "system:serviceaccount:" + Namespace + ":agentrun-runner"
+	return gateway.StaticTokens{
+		Token:         {Username: sa, Namespace: Namespace, PodName: RunAttempt, PodUID: PodUID},
+		OtherPodToken: {Username: sa, Namespace: Namespace, PodName: RunAttempt, PodUID: "pod-uid-0"},
+		StrangerToken: {Username: sa, Namespace: Namespace, PodName: "stranger", PodUID: "pod-uid-stranger"},
+		UnboundToken:  {Username: "system:serviceaccount:" + Namespace + ":default", Namespace: Namespace},
+	}
+}
+
 func (e *Env) startGateway(flush time.Duration) {
+	// Each gateway process reaches the API server through its own client,
+	// which Crash cuts off.
+	dead := &atomic.Bool{}
+	refuse := func() error {
+		if dead.Load() {
+			return errCrashed
+		}
+		return nil
+	}
+	c := interceptor.NewClient(e.Client, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if err := refuse(); err != nil {
+				return err
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+		Update: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.UpdateOption) error {
+			if err := refuse(); err != nil {
+				return err
+			}
+			return c.Update(ctx, obj, opts...)
+		},
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if err := refuse(); err != nil {
+				return err
+			}
+			return c.Patch(ctx, obj, patch, opts...)
+		},
+		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
+			if err := refuse(); err != nil {
+				return err
+			}
+			return c.SubResource(sub).Update(ctx, obj, opts...)
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if err := refuse(); err != nil {
+				return err
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		},
+	})
+	// A new process has new metrics.
+	e.Registry = prometheus.NewRegistry()
 	g, err := gateway.New(gateway.Options{
-		Client: e.Client,
-		Authenticator: gateway.StaticTokens{Token: {
-			Username: "system:serviceaccount:" + Namespace + ":agentrun-runner", Namespace: Namespace,
-			PodName: RunAttempt, PodUID: PodUID,
-		}},
+		Client:        c,
+		Authenticator: tokens(),
 		FlushInterval: flush,
 		PollInterval:  20 * time.Millisecond,
-		PodWait:       time.Second,
+		PodWait:       e.opts.PodWait,
 		Registry:      e.Registry,
+		Log:           e.opts.Log,
 	})
 	if err != nil {
 		e.T.Fatal(err)
 	}
-	e.Gateway = g
+	e.Gateway, e.dead = g, dead
 	e.Server = httptest.NewServer(g.Handler())
 	e.T.Cleanup(e.stopGateway)
 }
@@ -213,16 +288,27 @@ func (e *Env) stopGateway() {
 	e.Server = nil
 }
 
-// Crash stops the gateway as a crash would: coalesced facts not yet written
-// are lost. Restart starts a new one (on a new URL).
+// Crash stops the gateway as a crash would: its connections are cut, it
+// writes nothing more (coalesced facts not yet written are lost) and its
+// background work ends. Restart starts a new one (on a new URL).
 func (e *Env) Crash() {
-	e.Server.CloseClientConnections()
-	e.Server.Close()
+	e.dead.Store(true)
+	srv, g := e.Server, e.Gateway
 	e.Server = nil
+	srv.CloseClientConnections()
+	srv.Close()
+	// Stop the dead process's goroutines; every write it tries fails.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_ = g.Shutdown(ctx)
 }
 
-// Restart starts a new gateway process in front of the same API server.
-func (e *Env) Restart() { e.startGateway(20 * time.Millisecond) }
+// Restart starts a new gateway process in front of the same API server,
+// with the Env's flush interval.
+func (e *Env) Restart() { e.startGateway(e.opts.FlushInterval) }
+
+// RestartWithFlush starts a new gateway process with another flush interval.
+func (e *Env) RestartWithFlush(flush time.Duration) { e.startGateway(flush) }
 
 // URL is the gateway's base URL.
 func (e *Env) URL() string { return e.Server.URL }
@@ -265,6 +351,43 @@ func (e *Env) UpdateSpec(mutate func(*v1alpha1.RunAttemptSpec)) {
 	if err != nil {
 		e.T.Fatal(err)
 	}
+}
+
+// Metric returns the sum, over the series of the gateway's metric name whose
+// labels include labels, of the counter values (or histogram sample counts).
+func (e *Env) Metric(name string, labels map[string]string) float64 {
+	e.T.Helper()
+	families, err := e.Registry.Gather()
+	if err != nil {
+		e.T.Fatal(err)
+	}
+	var sum float64
+	for _, mf := range families {
+		if mf.GetName() != name {
+			continue
+		}
+	series:
+		for _, m := range mf.GetMetric() {
+			have := map[string]string{}
+			for _, l := range m.GetLabel() {
+				have[l.GetName()] = l.GetValue()
+			}
+			for k, v := range labels {
+				if have[k] != v {
+					continue series
+				}
+			}
+			switch {
+			case m.GetCounter() != nil:
+				sum += m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				sum += float64(m.GetHistogram().GetSampleCount())
+			case m.GetGauge() != nil:
+				sum += m.GetGauge().GetValue()
+			}
+		}
+	}
+	return sum
 }
 
 // Do sends an authenticated request to the gateway (token "" for none).
