@@ -25,8 +25,8 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
@@ -46,7 +46,10 @@ import (
 //
 // A conflict re-reads the RunAttempt and re-applies the facts; any other
 // failure keeps them dirty and retries on the next interval, so an accepted
-// fact is never dropped. A restarted gateway seeds a new keeper from the
+// fact is never dropped. A request waiting for an urgent fact to be durable
+// is answered (not_persisted) as soon as a write that carried it failed: the
+// fact stays to be written, but the caller is not kept waiting on an API
+// server that may be gone for long. A restarted gateway seeds a new keeper from the
 // RunAttempt status: at most one flush interval of coalesced counts is lost,
 // never a write-ahead record.
 type keeper struct {
@@ -61,6 +64,7 @@ type keeper struct {
 	calls    map[string]*admitted
 	seq      uint64 // version of the facts
 	written  uint64 // latest version durably written
+	failed   uint64 // latest version a write was tried for and failed
 	dirty    bool
 	deleted  bool
 	armed    bool
@@ -223,7 +227,8 @@ func (k *keeper) writeOnce(ctx context.Context) error {
 		k.log.Error(err, "Could not write RunAttempt status; facts kept for the next interval")
 		k.mu.Lock()
 		k.lastErr = err
-		k.markLocked(false) // re-arm the flush timer
+		k.failed = max(k.failed, seq)
+		k.markLocked(false) // re-arm the flush timer (and wake the waiters)
 		k.mu.Unlock()
 		return err
 	}
@@ -239,7 +244,8 @@ func writeResult(err error) string {
 	return "error"
 }
 
-// waitWritten waits until the facts of version target are durable.
+// waitWritten waits until the facts of version target are durable. It fails
+// once a write that carried them failed (they stay to be written later).
 func (k *keeper) waitWritten(ctx context.Context, target uint64) error {
 	for {
 		k.mu.Lock()
@@ -250,6 +256,10 @@ func (k *keeper) waitWritten(ctx context.Context, target uint64) error {
 		case k.deleted:
 			k.mu.Unlock()
 			return fmt.Errorf("RunAttempt %s was deleted", k.key)
+		case k.failed >= target:
+			err := k.lastErr
+			k.mu.Unlock()
+			return fmt.Errorf("the API server did not take the write: %w", err)
 		}
 		ch, lastErr := k.wake, k.lastErr
 		k.mu.Unlock()

@@ -27,102 +27,157 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
-	"github.com/agentrun-dev/agentrun/pkg/permission"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
-// The SDK applies the shared permission matrix (pkg/permission) with the
-// attempt's current mode: Deny is a local refusal, Allow runs, and a mode
-// change on the RunAttempt takes effect at once.
-func TestPermissionMatrix(t *testing.T) {
-	e := newEnv(t, func(ra *v1.RunAttempt) { ra.Spec.Mode = v1.ModePlan })
+// A tool the agent did not register is refused by the SDK; one the agent
+// registered but the policy's catalogue does not list is refused by the
+// gateway. Neither runs; both are counted as faults.
+func TestUnknownTool(t *testing.T) {
+	e := newEnv(t, nil)
 	var ran sync.Map
-	a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
+	a := e.newAgent(func(a *agent.Agent) {
+		e.tools(a, &ran)
+		e.g.Expect(a.RegisterTool(agent.Tool{Name: "shell.exec", Run: func(context.Context, *agent.Call) (string, error) {
+			ran.Store("shell.exec", true)
+			return "", nil
+		}})).To(Succeed())
+	})
 	ctx := e.start(a)
 
-	_, err := a.CallTool(ctx, "http.get", map[string]any{"url": "u"})
-	e.g.Expect(err).NotTo(HaveOccurred(), "Plan allows effect None")
+	_, err := a.CallTool(ctx, "mail.send", map[string]any{"to": "x"})
+	e.g.Expect(err).To(MatchError(agent.ErrUnknownTool))
+	e.g.Expect(agent.IsRefusal(err)).To(BeTrue())
+	e.g.Expect(err.Error()).To(ContainSubstring("not registered with this agent"))
 
-	_, err = a.CallTool(ctx, "notes.write", map[string]any{"text": "x"})
-	e.g.Expect(err).To(MatchError(agent.ErrPermissionDenied))
-	want := permission.Evaluate(v1.ModePlan, baseAttempt().Spec.Policy.Tools[1], []string{"notes.write"})
-	e.g.Expect(err.Error()).To(ContainSubstring(want.Reason), "the refusal carries the matrix's reason")
-	_, called := ran.Load("notes.write")
+	_, err = a.CallTool(ctx, "shell.exec", map[string]any{"cmd": "rm -rf /"})
+	e.g.Expect(err).To(MatchError(agent.ErrUnknownTool))
+	e.g.Expect(agent.IsRefusal(err)).To(BeTrue())
+	e.g.Expect(err.Error()).To(ContainSubstring(`not in RuntimePolicy "p"'s tool catalogue`))
+	_, called := ran.Load("shell.exec")
 	e.g.Expect(called).To(BeFalse())
 
-	// The session's mode is raised to Auto: notes.write is autoApproved.
-	e.updateSpec(func(s *v1.RunAttemptSpec) { s.Mode = v1.ModeAuto })
-	e.g.Eventually(func() v1.PermissionMode { return a.Spec().Mode }, wait, poll).Should(Equal(v1.ModeAuto))
-	_, err = a.CallTool(ctx, "notes.write", map[string]any{"text": "x"})
-	e.g.Expect(err).NotTo(HaveOccurred())
+	var names []string
+	for _, tl := range a.Tools() {
+		names = append(names, tl.Name)
+	}
+	e.g.Expect(names).To(Equal([]string{"http.get", "notes.write", "report.publish"}), "only the catalogue's tools are offered")
 
-	// An unknown mode fails closed, like the matrix.
-	e.updateSpec(func(s *v1.RunAttemptSpec) { s.Mode = "Sudo" })
-	e.g.Eventually(func() v1.PermissionMode { return a.Spec().Mode }, wait, poll).Should(Equal(v1.PermissionMode("Sudo")))
-	_, err = a.CallTool(ctx, "http.get", map[string]any{"url": "u2"})
-	e.g.Expect(err).To(MatchError(agent.ErrPermissionDenied))
-
-	// A tool outside the catalogue is refused even if the agent registered it.
-	e.g.Expect(a.Tools()).To(HaveLen(3))
-	_, err = a.CallTool(ctx, "shell.exec", nil)
-	e.g.Expect(err).To(MatchError(agent.ErrUnknownTool))
-
-	e.flush(a)
-	s := e.status()
-	e.g.Expect(faultCount(s, v1.FaultScopeAgent, "PermissionDenied")).To(Equal(int64(2)))
-	e.g.Expect(faultCount(s, v1.FaultScopeAgent, "UnknownTool")).To(Equal(int64(1)))
+	e.g.Eventually(e.faults(v1.FaultScopeAgent, "UnknownTool"), wait, poll).Should(Equal(int64(2)))
+	e.g.Expect(e.usage().ToolCalls).To(BeZero(), "refusals are not usage")
 }
 
-// A request beyond the grant (absolute counters of this attempt's usage) is
-// refused locally with ErrGrantExhausted and reported as a fault, never a failure.
-func TestGrantRefusal(t *testing.T) {
-	e := newEnv(t, func(ra *v1.RunAttempt) {
-		ra.Spec.Grant = v1.Grant{ModelRequests: 2, ToolCalls: 1, Tokens: ptr.To[int64](100)}
-	})
+// The gateway applies the permission matrix with the attempt's mode: for
+// every mode, each of a read tool (Low, None), an auto-approved write tool
+// (Low, Write) and a High-risk publication tool (listed in autoApprove too)
+// is allowed, confirmed (awaited in status.awaitingApproval until approved)
+// or denied. High risk is confirmed in every mode that does not deny it.
+func TestPermissionMatrix(t *testing.T) {
+	const (
+		allow   = "Allow"
+		confirm = "Confirm"
+		deny    = "Deny"
+	)
+	tools := []struct {
+		name string
+		args map[string]any
+	}{
+		{"http.get", map[string]any{"url": "https://example.org"}},
+		{"notes.write", map[string]any{"text": "finding"}},
+		{"report.publish", map[string]any{"section": "summary", "content": "text"}},
+	}
+	for _, tc := range []struct {
+		mode   v1.PermissionMode
+		want   [3]string
+		reason string
+	}{
+		{v1.ModeReadOnly, [3]string{allow, deny, deny}, "ReadOnly allows only tools whose effect is None"},
+		{v1.ModePlan, [3]string{allow, deny, deny}, "Plan allows search, read and preview (effect None), nothing that writes"},
+		{v1.ModeEdit, [3]string{allow, confirm, confirm}, ""},
+		{v1.ModeAuto, [3]string{allow, allow, confirm}, ""},
+		{v1.ModeFull, [3]string{allow, allow, confirm}, ""},
+	} {
+		t.Run(string(tc.mode), func(t *testing.T) {
+			e := newEnv(t, func(ra *v1.RunAttempt) {
+				ra.Spec.Mode = tc.mode
+				ra.Spec.Policy.AutoApprove = []string{"notes.write", "report.publish"}
+			})
+			var ran sync.Map
+			a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
+			ctx := e.start(a)
+			denied := int64(0)
+			for i, tool := range tools {
+				ran.Clear()
+				switch tc.want[i] {
+				case allow:
+					_, err := a.CallTool(ctx, tool.name, tool.args)
+					e.g.Expect(err).NotTo(HaveOccurred(), tool.name)
+					_, called := ran.Load(tool.name)
+					e.g.Expect(called).To(BeTrue(), tool.name)
+				case deny:
+					_, err := a.CallTool(ctx, tool.name, tool.args)
+					e.g.Expect(err).To(MatchError(agent.ErrPermissionDenied), tool.name)
+					e.g.Expect(agent.IsRefusal(err)).To(BeTrue())
+					e.g.Expect(err.Error()).To(ContainSubstring(tc.reason), "the refusal carries the matrix's reason")
+					_, called := ran.Load(tool.name)
+					e.g.Expect(called).To(BeFalse(), tool.name)
+					denied++
+				case confirm:
+					id := actionID(t, tool.name, tool.args, "")
+					done := make(chan error, 1)
+					go func() {
+						_, err := a.CallTool(ctx, tool.name, tool.args)
+						done <- err
+					}()
+					e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(id), tool.name)
+					e.g.Expect(done).NotTo(Receive(), "the call waits for its approval")
+					_, called := ran.Load(tool.name)
+					e.g.Expect(called).To(BeFalse(), "nothing runs before the approval")
+					e.approve(id, v1.DecisionApprove, "alice", "")
+					e.g.Eventually(done, wait).Should(Receive(BeNil()), tool.name)
+					_, called = ran.Load(tool.name)
+					e.g.Expect(called).To(BeTrue(), tool.name)
+					e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(BeEmpty())
+				}
+			}
+			e.g.Eventually(e.faults(v1.FaultScopeAgent, "PermissionDenied"), wait, poll).Should(Equal(denied))
+		})
+	}
+
+	// A mode change on the RunAttempt takes effect at once; an unknown mode
+	// fails closed, like the matrix.
+	e := newEnv(t, func(ra *v1.RunAttempt) { ra.Spec.Mode = v1.ModePlan })
 	a := e.newAgent(func(a *agent.Agent) { e.tools(a, nil) })
 	ctx := e.start(a)
-
-	_, err := a.CallTool(ctx, "http.get", map[string]any{"url": "1"})
-	e.g.Expect(err).NotTo(HaveOccurred())
-	_, err = a.CallTool(ctx, "http.get", map[string]any{"url": "2"})
-	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
-	e.g.Expect(err.Error()).To(ContainSubstring("1 of 1 granted tool calls used"))
-	e.g.Expect(agent.IsRefusal(err)).To(BeTrue())
-
-	// A failed model request still counts: each retry is a request.
-	err = a.ModelRequest(ctx, "m", func(context.Context) (int64, error) {
-		return 0, agent.Failure("RateLimited", true, errors.New("429"))
-	})
-	e.g.Expect(err).To(MatchError("429"))
-	e.g.Expect(a.ModelRequest(ctx, "m", func(context.Context) (int64, error) { return 120, nil })).To(Succeed())
-	err = a.ModelRequest(ctx, "m", func(context.Context) (int64, error) { return 1, nil })
-	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
-
-	// More model requests granted, but the token grant (100) is used up (120).
-	e.updateSpec(func(s *v1.RunAttemptSpec) { s.Grant.ModelRequests = 5 })
-	e.g.Eventually(func() int64 { return a.Spec().Grant.ModelRequests }, wait, poll).Should(Equal(int64(5)))
-	err = a.ModelRequest(ctx, "m", func(context.Context) (int64, error) { return 1, nil })
-	e.g.Expect(err).To(MatchError(ContainSubstring("120 of 100 granted tokens used")))
-
-	e.flush(a)
-	s := e.status()
-	e.g.Expect(s.Usage).To(Equal(v1.Usage{ModelRequests: 2, ToolCalls: 1, Tokens: 120}), "refusals are not usage")
-	e.g.Expect(faultCount(s, v1.FaultScopeAgent, "GrantExhausted")).To(Equal(int64(3)))
-	f, _ := findFault(s, v1.FaultScopeProvider, "RateLimited")
-	e.g.Expect(f.Retryable).To(BeTrue())
-	e.g.Expect(f.Escalated).To(BeFalse())
+	_, err := a.CallTool(ctx, "notes.write", map[string]any{"text": "x"})
+	e.g.Expect(err).To(MatchError(agent.ErrPermissionDenied))
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.Mode = v1.ModeAuto })
+	_, err = a.CallTool(ctx, "notes.write", map[string]any{"text": "x"})
+	e.g.Expect(err).NotTo(HaveOccurred(), "notes.write is autoApproved in Auto")
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.Mode = "Sudo" })
+	_, err = a.CallTool(ctx, "http.get", map[string]any{"url": "u"})
+	e.g.Expect(err).To(MatchError(agent.ErrPermissionDenied))
+	e.g.Expect(err.Error()).To(ContainSubstring("an unknown mode fails closed"))
 }
 
-// Confirm → the action id is written to status.awaitingApproval at once,
-// and the call waits until spec.approvals answers: Approve runs it, Deny is
-// a recorded local refusal. Waiting is ctx-cancellable.
+// Confirm: the action id is written to status.awaitingApproval at once and
+// the call waits until spec.approvals answers. Approve runs it, Deny is a
+// refusal naming who denied and why. A recorded answer applies to the same
+// call again; a wait ends with the caller's context and is withdrawn.
 func TestApprovalWait(t *testing.T) {
-	e := newEnv(t, func(ra *v1.RunAttempt) { ra.Spec.Mode = v1.ModeEdit })
+	e := newEnvWith(t, gatewaytest.Options{
+		Mutate: func(ra *v1.RunAttempt) { ra.Spec.Mode = v1.ModeEdit },
+		// Only urgent facts are written: the awaited approval is one.
+		FlushInterval: time.Hour,
+	})
 	var ran sync.Map
 	a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
 	ctx := e.start(a)
 
-	call := func(text string) (chan string, chan error) {
+	call := func(ctx context.Context, text string) (chan string, chan error) {
 		res, errs := make(chan string, 1), make(chan error, 1)
 		go func() {
 			r, err := a.CallTool(ctx, "notes.write", map[string]any{"text": text})
@@ -131,213 +186,394 @@ func TestApprovalWait(t *testing.T) {
 		}()
 		return res, errs
 	}
-	fp, err := agent.Fingerprint("notes.write", map[string]any{"text": "approve me"}, "")
-	e.g.Expect(err).NotTo(HaveOccurred())
-	approveID := agent.ActionID("notes.write", fp)
-
-	res, errs := call("approve me")
-	// No clock step: awaiting approval is written at once.
+	approveID := actionID(t, "notes.write", map[string]any{"text": "approve me"}, "")
+	res, errs := call(ctx, "approve me")
 	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(approveID))
 	_, called := ran.Load("notes.write")
 	e.g.Expect(called).To(BeFalse(), "nothing runs before the approval")
-	e.updateSpec(func(s *v1.RunAttemptSpec) {
-		s.Approvals = append(s.Approvals, v1.Approval{ActionID: approveID, Decision: v1.DecisionApprove, Approver: "alice"})
-	})
+	e.approve(approveID, v1.DecisionApprove, "alice", "")
 	e.g.Eventually(res, wait).Should(Receive(Equal("noted")))
 	e.g.Expect(<-errs).NotTo(HaveOccurred())
 
-	fp, _ = agent.Fingerprint("notes.write", map[string]any{"text": "deny me"}, "")
-	denyID := agent.ActionID("notes.write", fp)
+	denyID := actionID(t, "notes.write", map[string]any{"text": "deny me"}, "")
 	ran.Clear()
-	_, errs = call("deny me")
+	_, errs = call(ctx, "deny me")
 	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ContainElement(denyID))
-	e.updateSpec(func(s *v1.RunAttemptSpec) {
-		s.Approvals = append(s.Approvals, v1.Approval{ActionID: denyID, Decision: v1.DecisionDeny, Approver: "bob", Comment: "not now"})
-	})
+	e.approve(denyID, v1.DecisionDeny, "bob", "not now")
 	var denyErr error
 	e.g.Eventually(errs, wait).Should(Receive(&denyErr))
 	e.g.Expect(denyErr).To(MatchError(agent.ErrApprovalDenied))
+	e.g.Expect(agent.IsRefusal(denyErr)).To(BeTrue())
 	e.g.Expect(denyErr.Error()).To(ContainSubstring("denied by bob: not now"))
 	_, called = ran.Load("notes.write")
 	e.g.Expect(called).To(BeFalse())
 
 	// The same call again: the recorded answer applies, no new wait.
-	_, err = a.CallTool(ctx, "notes.write", map[string]any{"text": "approve me"})
+	_, err := a.CallTool(ctx, "notes.write", map[string]any{"text": "approve me"})
 	e.g.Expect(err).NotTo(HaveOccurred())
 
-	// Waiting ends with the caller's context.
+	// A wait ends with the caller's context.
 	waitCtx, cancel := context.WithCancel(ctx)
-	errs2 := make(chan error, 1)
-	go func() {
-		_, err := a.CallTool(waitCtx, "notes.write", map[string]any{"text": "never answered"})
-		errs2 <- err
-	}()
-	e.g.Eventually(func() int { return len(e.status().AwaitingApproval) }, wait, poll).Should(Equal(1))
+	_, errs = call(waitCtx, "never answered")
+	neverID := actionID(t, "notes.write", map[string]any{"text": "never answered"}, "")
+	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(neverID))
 	cancel()
-	e.g.Eventually(errs2, wait).Should(Receive(MatchError(context.Canceled)))
+	e.g.Eventually(errs, wait).Should(Receive(MatchError(context.Canceled)))
 
-	e.flush(a)
+	// An urgent fact writes the coalesced ones too.
+	e.g.Expect(a.ProposeFinish(ctx)).To(Succeed())
 	s := e.status()
 	e.g.Expect(s.AwaitingApproval).To(BeEmpty(), "answered and abandoned requests are withdrawn")
 	e.g.Expect(faultCount(s, v1.FaultScopeAgent, "ApprovalDenied")).To(Equal(int64(1)))
+	e.g.Expect(s.Usage.ToolCalls).To(Equal(int64(2)), "only the approved calls were dispatched")
+}
+
+// A request beyond the grant (absolute counters of this attempt's usage) is
+// refused by the gateway with ErrGrantExhausted and counted as a fault,
+// never a failure. Model requests the gateway dispatched count, failed
+// ones too; tokens are what the provider reported.
+func TestGrantRefusal(t *testing.T) {
+	e := newEnv(t, func(ra *v1.RunAttempt) {
+		ra.Spec.Grant = v1.Grant{ModelRequests: 3, ToolCalls: 1, Tokens: ptr.To[int64](1000)}
+	})
+	var ran sync.Map
+	a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
+	ctx := e.start(a)
+
+	_, err := a.CallTool(ctx, "http.get", map[string]any{"url": "1"})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	ran.Clear()
+	_, err = a.CallTool(ctx, "http.get", map[string]any{"url": "2"})
+	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
+	e.g.Expect(err.Error()).To(ContainSubstring("1/1 tool calls"))
+	var refusal *agent.Refusal
+	e.g.Expect(errors.As(err, &refusal)).To(BeTrue())
+	e.g.Expect(refusal.Call).To(Equal("http.get"))
+	_, called := ran.Load("http.get")
+	e.g.Expect(called).To(BeFalse())
+
+	// A failed model request still counts: each try is a request.
+	_, err = ask(ctx, a, gatewaytest.Model, &upstream.Turn{Error: &upstream.Error{
+		Status: 429, Code: "RateLimited", Message: "slow down", Retryable: true}})
+	var fe *agent.FaultError
+	e.g.Expect(errors.As(err, &fe)).To(BeTrue(), "a provider error is a FaultError: %v", err)
+	e.g.Expect(fe.Kind).To(Equal("RateLimited"))
+	e.g.Expect(fe.Retryable).To(BeTrue())
+	e.g.Expect(agent.IsRefusal(err)).To(BeFalse())
+
+	out, err := ask(ctx, a, gatewaytest.Model, &upstream.Turn{Say: "ok", Tokens: 950})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(out.Usage.TotalTokens).To(Equal(int64(950)))
+
+	// The token grant (1000) leaves less than this request's prompt could use.
+	_, err = ask(ctx, a, gatewaytest.Model, &upstream.Turn{Say: "never", Tokens: 1})
+	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
+	e.g.Expect(errors.As(err, &refusal)).To(BeTrue())
+	e.g.Expect(refusal.Call).To(Equal("model/" + gatewaytest.Model))
+	e.g.Expect(err.Error()).To(ContainSubstring("950/1000 tokens"))
+
+	// More tokens granted: the request count (3) is the limit now.
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.Grant.Tokens = ptr.To[int64](100000) })
+	_, err = ask(ctx, a, gatewaytest.Model, &upstream.Turn{Say: "ok", Tokens: 10})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_, err = ask(ctx, a, gatewaytest.Model, &upstream.Turn{Say: "never", Tokens: 1})
+	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
+	e.g.Expect(err.Error()).To(ContainSubstring("3/3 model requests"))
+
+	e.g.Expect(e.Upstream.Requests.Load()).To(Equal(int64(3)), "refused requests never reach the provider")
+	e.g.Eventually(e.usage, wait, poll).Should(Equal(v1.Usage{ModelRequests: 3, ToolCalls: 1, Tokens: 960}), "refusals are not usage")
+	e.g.Eventually(e.faults(v1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(Equal(int64(3)))
+	f, ok := findFault(e.status(), v1.FaultScopeProvider, "RateLimited")
+	e.g.Expect(ok).To(BeTrue())
+	e.g.Expect(f.Count).To(Equal(int64(1)))
+	e.g.Expect(f.Retryable).To(BeTrue())
+	e.g.Expect(f.Escalated).To(BeFalse())
 }
 
 // The write-ahead record of a side-effecting call is on the API server
-// before the effect runs, and removed with the outcome after.
+// before the tool runs, and removed with the outcome after. Calls of
+// idempotent tools carry an idempotency key derived from the run and the
+// fingerprint; the fingerprints are counted in status.calls.
 func TestWriteAheadOrdering(t *testing.T) {
-	e := newEnv(t, nil)
+	publish := map[string]any{"section": "summary", "content": "text"}
+	e := newEnvWith(t, gatewaytest.Options{
+		Mutate: preApproved(actionID(t, "report.publish", publish, "")),
+		// Only urgent facts are written: the write-ahead records are.
+		FlushInterval: time.Hour,
+	})
 	type seen struct {
-		id       string
+		call     agent.Call
 		inFlight []v1.InFlightEffect
 	}
-	observed := make(chan seen, 1)
-	a := e.newAgent(func(a *agent.Agent) {
-		e.g.Expect(a.RegisterTool(agent.Tool{Name: "notes.write", Run: func(ctx context.Context, c *agent.Call) (string, error) {
+	observed := make(chan seen, 2)
+	effect := func(result string) func(context.Context, *agent.Call) (string, error) {
+		return func(_ context.Context, c *agent.Call) (string, error) {
 			// The effect reads the API server's view of its own attempt.
-			observed <- seen{id: c.ID, inFlight: e.status().InFlight}
-			return "noted", nil
-		}})).To(Succeed())
-		e.g.Expect(a.RegisterTool(agent.Tool{Name: "http.get", Run: func(ctx context.Context, c *agent.Call) (string, error) {
+			observed <- seen{call: *c, inFlight: e.status().InFlight}
+			return result, nil
+		}
+	}
+	a := e.newAgent(func(a *agent.Agent) {
+		e.g.Expect(a.RegisterTool(agent.Tool{Name: "notes.write", Run: effect("noted")})).To(Succeed())
+		e.g.Expect(a.RegisterTool(agent.Tool{Name: "report.publish", Output: true, Run: effect("published")})).To(Succeed())
+		e.g.Expect(a.RegisterTool(agent.Tool{Name: "http.get", Run: func(context.Context, *agent.Call) (string, error) {
 			return "page", nil
 		}})).To(Succeed())
 	})
 	ctx := e.start(a)
 
-	_, err := a.CallTool(ctx, "notes.write", map[string]any{"text": "finding"}, agent.WithContext("section:intro"))
+	note := map[string]any{"text": "finding"}
+	_, err := a.CallTool(ctx, "notes.write", note, agent.WithContext("section:intro"))
 	e.g.Expect(err).NotTo(HaveOccurred())
 	got := <-observed
-	fp, _ := agent.Fingerprint("notes.write", map[string]any{"text": "finding"}, "section:intro")
+	fp := fingerprint(t, "notes.write", note, "section:intro")
+	e.g.Expect(got.call.Fingerprint).To(Equal(fp))
+	e.g.Expect(got.call.IdempotencyKey).To(Equal(gatewayapi.IdempotencyKey(gatewaytest.Run, fp)), "idempotent per the catalogue")
+	e.g.Expect(got.call.Effect).To(Equal(v1.EffectWrite))
 	e.g.Expect(got.inFlight).To(HaveLen(1))
-	e.g.Expect(got.inFlight[0].ID).To(Equal(got.id))
+	e.g.Expect(got.inFlight[0].ID).To(Equal(got.call.ID))
 	e.g.Expect(got.inFlight[0].Tool).To(Equal("notes.write"))
 	e.g.Expect(got.inFlight[0].Effect).To(Equal(v1.EffectWrite))
-	e.g.Expect(got.inFlight[0].IdempotencyKey).To(Equal(agent.IdempotencyKey(testRun, fp)), "idempotent per the catalogue")
-	e.g.Expect(got.inFlight[0].StartedAt.Time).To(BeTemporally("==", t0))
+	e.g.Expect(got.inFlight[0].IdempotencyKey).To(Equal(got.call.IdempotencyKey))
+	e.g.Expect(got.inFlight[0].StartedAt).NotTo(BeNil())
 
-	// Removed with the outcome.
-	e.g.Expect(a.Status().InFlight).To(BeEmpty())
-	e.flush(a)
-	s := e.status()
-	e.g.Expect(s.InFlight).To(BeEmpty())
-	e.g.Expect(s.Calls).To(ConsistOf(v1.CallCount{Tool: "notes.write", Fingerprint: fp, Count: 1}))
-
-	// A read-only tool needs no write-ahead: it is not written at once.
-	before := e.writes.Load()
+	// A read-only tool needs no write-ahead: nothing is written for it.
+	before := e.Writes.Load()
 	_, err = a.CallTool(ctx, "http.get", map[string]any{"url": "u"})
 	e.g.Expect(err).NotTo(HaveOccurred())
-	e.g.Expect(e.writes.Load()).To(Equal(before))
+	e.g.Consistently(e.Writes.Load, 100*time.Millisecond, poll).Should(Equal(before))
+
+	// A tool the catalogue does not declare idempotent gets no key. Its
+	// write-ahead write carries the notes.write outcome with it.
+	_, err = a.CallTool(ctx, "report.publish", publish)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	got = <-observed
+	e.g.Expect(got.call.IdempotencyKey).To(BeEmpty())
+	e.g.Expect(got.inFlight).To(ConsistOf(And(
+		HaveField("ID", got.call.ID), HaveField("Tool", "report.publish"),
+		HaveField("Effect", v1.EffectExternal), HaveField("IdempotencyKey", ""))))
+
+	// Removed with the outcome (written with the next urgent fact).
+	e.g.Expect(a.ProposeFinish(ctx)).To(Succeed())
+	s := e.status()
+	e.g.Expect(s.InFlight).To(BeEmpty())
+	e.g.Expect(s.Calls).To(ConsistOf(
+		v1.CallCount{Tool: "notes.write", Fingerprint: fp, Count: 1},
+		v1.CallCount{Tool: "http.get", Fingerprint: fingerprint(t, "http.get", map[string]any{"url": "u"}, ""), Count: 1},
+		v1.CallCount{Tool: "report.publish", Fingerprint: fingerprint(t, "report.publish", publish, ""), Count: 1},
+	))
+	e.g.Expect(s.Usage.ToolCalls).To(Equal(int64(3)))
+}
+
+// The same call is the same fingerprint whatever the Go representation of
+// its arguments; another context is another call.
+func TestFingerprintsCounted(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.newAgent(func(a *agent.Agent) { e.tools(a, nil) })
+	ctx := e.start(a)
+	type args struct {
+		URL   string `json:"url"`
+		Depth int    `json:"depth"`
+	}
+	for range 2 {
+		_, err := a.CallTool(ctx, "http.get", args{URL: "https://x.org/?a=1&b=<2>", Depth: 2})
+		e.g.Expect(err).NotTo(HaveOccurred())
+	}
+	_, err := a.CallTool(ctx, "http.get", map[string]any{"depth": 2, "url": "https://x.org/?a=1&b=<2>"})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	_, err = a.CallTool(ctx, "http.get", map[string]any{"depth": 2, "url": "https://x.org/?a=1&b=<2>"}, agent.WithContext("section:intro"))
+	e.g.Expect(err).NotTo(HaveOccurred())
+	fp := fingerprint(t, "http.get", map[string]any{"url": "https://x.org/?a=1&b=<2>", "depth": 2}, "")
+	e.g.Eventually(func() []v1.CallCount { return e.status().Calls }, wait, poll).Should(ConsistOf(
+		v1.CallCount{Tool: "http.get", Fingerprint: fp, Count: 3},
+		v1.CallCount{Tool: "http.get", Fingerprint: fingerprint(t, "http.get", map[string]any{"url": "https://x.org/?a=1&b=<2>", "depth": 2}, "section:intro"), Count: 1},
+	))
+
+	// Arguments that are not a JSON object are refused before anything is sent.
+	_, err = a.CallTool(ctx, "http.get", []string{"not", "an", "object"})
+	e.g.Expect(err).To(MatchError(ContainSubstring("arguments must be a JSON object")))
+	e.g.Eventually(e.faults(v1.FaultScopeTool, "InvalidArguments"), wait, poll).Should(Equal(int64(1)))
 }
 
 // While the API server is unreachable, side effects are blocked (their
-// write-ahead cannot be persisted) and facts are kept, not dropped; once it
-// is back the facts are written.
-func TestUnreachableBlocksSideEffectsKeepsFacts(t *testing.T) {
+// write-ahead record cannot be persisted: the gateway answers 503 and the
+// tool never runs) and facts are kept; once it is back they are written.
+func TestSideEffectsBlockedWhileAPIServerDown(t *testing.T) {
 	e := newEnv(t, nil)
 	var ran sync.Map
 	a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
 	ctx := e.start(a)
+	e.g.Eventually(e.Writes.Load, wait, poll).Should(BeNumerically(">", 0))
 
-	e.down.Store(true)
-	a.Step(true)
-	a.RecordAdvice("reviewer", "NeedsChanged")
-	callCtx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	e.Down.Store(true)
+	_, err := a.Step(ctx, true)
+	e.g.Expect(err).NotTo(HaveOccurred(), "a coalesced fact is accepted")
+	e.g.Expect(a.RecordAdvice(ctx, "reviewer", "NeedsChanges")).To(Succeed())
+
+	callCtx, cancel := context.WithTimeout(ctx, wait)
 	defer cancel()
-	_, err := a.CallTool(callCtx, "notes.write", map[string]any{"text": "x"})
-	e.g.Expect(err).To(MatchError(ContainSubstring("was not persisted, so the call was not dispatched")))
+	_, err = a.CallTool(callCtx, "notes.write", map[string]any{"text": "x"})
+	var ge *agent.GatewayError
+	e.g.Expect(errors.As(err, &ge)).To(BeTrue(), "the gateway answers, the agent does not wait forever: %v", err)
+	e.g.Expect(ge.Status).To(Equal(503))
+	e.g.Expect(ge.Code).To(Equal(gatewayapi.CodeNotPersisted))
+	e.g.Expect(ge.Message).To(ContainSubstring("must not be dispatched"))
 	_, called := ran.Load("notes.write")
 	e.g.Expect(called).To(BeFalse(), "no side effect without its write-ahead record")
-	e.g.Expect(a.LastWriteError()).To(MatchError(ContainSubstring("connection refused")))
 
-	// Reads (effect None) still work locally.
+	// Reads (effect None) go on: nothing needs persisting first.
 	_, err = a.CallTool(ctx, "http.get", map[string]any{"url": "u"})
 	e.g.Expect(err).NotTo(HaveOccurred())
 
-	e.down.Store(false)
-	e.flush(a)
-	s := e.status()
-	e.g.Expect(s.Steps).To(Equal(int64(1)))
-	e.g.Expect(s.Advice).To(ConsistOf(v1.Advice{Source: "reviewer", Kind: "NeedsChanged", Count: 1}))
-	e.g.Expect(s.InFlight).To(BeEmpty(), "the undispatched call's record is withdrawn")
-	e.g.Expect(s.Usage.ToolCalls).To(Equal(int64(2)), "usage is counted conservatively from the write-ahead on")
+	e.Down.Store(false)
+	e.g.Eventually(func(g Gomega) {
+		s := e.status()
+		g.Expect(s.Steps).To(Equal(int64(1)))
+		g.Expect(s.Advice).To(ConsistOf(v1.Advice{Source: "reviewer", Kind: "NeedsChanges", Count: 1}))
+		g.Expect(s.InFlight).To(BeEmpty(), "the undispatched call's record is withdrawn")
+		g.Expect(s.Usage.ToolCalls).To(Equal(int64(2)), "usage is counted conservatively from the admission on")
+	}, wait, poll).Should(Succeed())
 }
 
-// In Finalizing only output work runs: research tools (effect None) are
-// refused, publication tools run from the reserve.
+// While Finalizing only output work is admitted: research tools are
+// refused, report.publish runs from the reserve, and model requests are
+// served from the reserve until it is used up.
 func TestFinalizing(t *testing.T) {
-	e := newEnv(t, nil)
+	args := map[string]any{"section": "summary", "content": "..."}
+	e := newEnv(t, preApproved(actionID(t, "report.publish", args, "")))
 	var ran sync.Map
 	a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
 	ctx := e.start(a)
 	e.g.Expect(a.Finalizing()).To(BeFalse())
 
-	e.updateSpec(func(s *v1.RunAttemptSpec) {
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) {
 		s.RunPhase = v1.PhaseFinalizing
-		s.Grant = v1.Grant{ModelRequests: 12, ToolCalls: 3, FinalizeOnly: true}
+		s.Grant = v1.Grant{ModelRequests: 1, ToolCalls: 1, FinalizeOnly: true}
 		s.Mode = v1.ModeFull
 	})
 	e.g.Eventually(a.FinalizingStarted(), wait).Should(BeClosed())
 	e.g.Expect(a.Finalizing()).To(BeTrue())
+	e.g.Expect(a.Attempt().Finalizing).To(BeTrue())
 
 	_, err := a.CallTool(ctx, "http.get", map[string]any{"url": "u"})
 	e.g.Expect(err).To(MatchError(agent.ErrFinalizeOnly))
-	e.g.Expect(err.Error()).To(ContainSubstring(`"http.get" is not an output tool`))
+	e.g.Expect(err.Error()).To(ContainSubstring(`"http.get" is research`))
 	_, err = a.CallTool(ctx, "notes.write", map[string]any{"text": "t"})
 	e.g.Expect(err).To(MatchError(agent.ErrFinalizeOnly))
+	e.g.Expect(agent.IsRefusal(err)).To(BeTrue())
+	_, called := ran.Load("notes.write")
+	e.g.Expect(called).To(BeFalse())
 
-	// report.publish is High risk: confirmed even in Full; approve it up front.
-	args := map[string]any{"section": "summary", "content": "..."}
-	fp, _ := agent.Fingerprint("report.publish", args, "")
-	e.updateSpec(func(s *v1.RunAttemptSpec) {
-		s.Approvals = []v1.Approval{{ActionID: agent.ActionID("report.publish", fp), Decision: v1.DecisionApprove}}
-	})
-	e.g.Eventually(func() bool { _, ok := a.ApprovalFor(agent.ActionID("report.publish", fp)); return ok }, wait, poll).Should(BeTrue())
+	// report.publish is High risk: confirmed even in Full (approved up front).
 	res, err := a.CallTool(ctx, "report.publish", args)
 	e.g.Expect(err).NotTo(HaveOccurred())
 	e.g.Expect(res).To(Equal("published summary"))
+	_, err = ask(ctx, a, gatewaytest.Model, &upstream.Turn{Say: "the summary", Tokens: 5})
+	e.g.Expect(err).NotTo(HaveOccurred(), "the model door serves the reserve")
 
-	// Model requests for output run from the reserve; research requests do not.
-	e.g.Expect(a.ModelRequest(ctx, "m", func(context.Context) (int64, error) { return 1, nil }, agent.ForOutput())).To(Succeed())
-	err = a.ModelRequest(ctx, "m", func(context.Context) (int64, error) { return 1, nil })
-	e.g.Expect(err).To(MatchError(agent.ErrFinalizeOnly))
+	// The reserve used up: refused as exhausted.
+	_, err = a.CallTool(ctx, "report.publish", map[string]any{"section": "more", "content": "..."})
+	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
+	e.g.Expect(err.Error()).To(ContainSubstring("reserve is used up"))
+	_, err = ask(ctx, a, gatewaytest.Model, nil)
+	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
 
-	e.flush(a)
-	e.g.Expect(faultCount(e.status(), v1.FaultScopeAgent, "FinalizeOnly")).To(Equal(int64(3)))
-	e.g.Expect(e.status().Usage.ModelRequests).To(Equal(int64(1)))
+	e.g.Eventually(e.faults(v1.FaultScopeAgent, "FinalizeOnly"), wait, poll).Should(Equal(int64(2)))
+	e.g.Eventually(e.faults(v1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(Equal(int64(2)))
+	e.g.Expect(e.usage()).To(Equal(v1.Usage{ModelRequests: 1, ToolCalls: 1, Tokens: 5}))
 }
 
-// The phase and grant are checked again at the moment of dispatch: a call
+// The phase, grant and mode are checked at the moment of admission: a call
 // held up by an interceptor (a rate limit) while the run started
-// Finalizing is not dispatched.
-func TestDispatchTimeChecks(t *testing.T) {
-	e := newEnv(t, withChain(pre("rate_limit", v1.PostureDeny, true)))
+// Finalizing, or one awaiting approval while the mode was lowered, is not
+// dispatched.
+func TestAdmissionTimeChecks(t *testing.T) {
+	e := newEnv(t, func(ra *v1.RunAttempt) {
+		ra.Spec.Mode = v1.ModeEdit
+		ra.Spec.Policy.ResolvedChain = []v1.ResolvedInterceptor{pre("rate_limit", v1.PostureDeny, true)}
+	})
 	var ran sync.Map
-	var a *agent.Agent
-	a = e.newAgent(func(ag *agent.Agent) {
-		e.tools(ag, &ran)
-		e.g.Expect(ag.Register("rate_limit", agent.Interceptor{Pre: func(ctx context.Context, c *agent.Call) error {
-			if c.Name == "http.get" || c.Name == "research-model" {
+	a := e.newAgent(func(a *agent.Agent) {
+		e.tools(a, &ran)
+		e.g.Expect(a.Register("rate_limit", agent.Interceptor{Pre: func(_ context.Context, c *agent.Call) error {
+			if c.StringArg("url") == "slow" {
 				// While this call waits for its turn, the operator moves the run to Finalizing.
-				e.updateSpec(func(s *v1.RunAttemptSpec) {
-					s.RunPhase = v1.PhaseFinalizing
-					s.Grant.FinalizeOnly = true
-				})
-				e.g.Eventually(a.Finalizing, wait, poll).Should(BeTrue())
+				e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseFinalizing; s.Grant.FinalizeOnly = true })
 			}
 			return nil
 		}})).To(Succeed())
 	})
 	ctx := e.start(a)
 
-	_, err := a.CallTool(ctx, "http.get", map[string]any{"url": "u"})
+	_, err := a.CallTool(ctx, "http.get", map[string]any{"url": "slow"})
 	e.g.Expect(err).To(MatchError(agent.ErrFinalizeOnly))
-	e.g.Expect(err.Error()).To(ContainSubstring("before the call was dispatched"))
 	_, called := ran.Load("http.get")
 	e.g.Expect(called).To(BeFalse())
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase, s.Grant.FinalizeOnly = v1.PhaseRunning, false })
 
-	e.updateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase, s.Grant.FinalizeOnly = v1.PhaseRunning, false })
-	e.g.Eventually(a.Finalizing, wait, poll).Should(BeFalse())
-	err = a.ModelRequest(ctx, "research-model", func(context.Context) (int64, error) { return 1, nil })
-	e.g.Expect(err).To(MatchError(agent.ErrFinalizeOnly))
-	e.g.Expect(err.Error()).To(ContainSubstring("before the call was dispatched"))
-	e.g.Expect(a.Status().Usage).To(Equal(v1.Usage{}), "nothing was dispatched")
+	// Approved, but the session's mode was lowered to ReadOnly meanwhile.
+	args := map[string]any{"text": "x"}
+	done := make(chan error, 1)
+	go func() {
+		_, err := a.CallTool(ctx, "notes.write", args)
+		done <- err
+	}()
+	id := actionID(t, "notes.write", args, "")
+	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(id))
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) {
+		s.Mode = v1.ModeReadOnly
+		s.Approvals = append(s.Approvals, v1.Approval{ActionID: id, Decision: v1.DecisionApprove})
+	})
+	e.g.Eventually(done, wait).Should(Receive(And(
+		MatchError(agent.ErrPermissionDenied), MatchError(ContainSubstring("the mode changed while the call waited")))))
+	_, called = ran.Load("notes.write")
+	e.g.Expect(called).To(BeFalse())
+	e.g.Eventually(e.usage, wait, poll).Should(Equal(v1.Usage{}), "nothing was dispatched")
+}
+
+// Terminated, superseded or deleted: the attempt's context is cancelled
+// with a cause that says stop cleanly, and nothing more is served.
+func TestStopCancelsContext(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		do    func(e *env)
+		cause error
+	}{
+		{"terminated", func(e *env) {
+			e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
+		}, agent.ErrTerminated},
+		{"superseded", func(e *env) {
+			e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.Superseded = true })
+		}, agent.ErrSuperseded},
+		{"deleted", func(e *env) {
+			e.g.Expect(e.Client.Delete(context.Background(), e.Get())).To(Succeed())
+			e.Gateway.Forget(e.Key)
+		}, agent.ErrTerminated},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, nil)
+			a := e.newAgent(func(a *agent.Agent) { e.tools(a, nil) })
+			ctx := e.start(a)
+			tc.do(e)
+			e.g.Eventually(ctx.Done(), wait).Should(BeClosed())
+			e.g.Expect(context.Cause(ctx)).To(MatchError(tc.cause))
+			e.g.Expect(agent.Stopped(context.Cause(ctx))).To(BeTrue())
+			_, err := a.CallTool(context.Background(), "http.get", nil)
+			e.g.Expect(agent.Stopped(err)).To(BeTrue(), "no new work once stopped")
+
+			// The gateway serves the attempt nothing more, whatever the SDK does.
+			resp := e.Do("POST", gatewayapi.PathPrefix+"/self/toolcalls", gatewaytest.Token, []byte(`{"tool":"http.get"}`))
+			_ = resp.Body.Close()
+			e.g.Expect(resp.StatusCode).To(Equal(409))
+
+			closeCtx, cancel := context.WithTimeout(context.Background(), wait)
+			defer cancel()
+			e.g.Expect(a.Close(closeCtx)).To(Succeed())
+		})
+	}
+
+	// Started on an attempt that is already over: the context is cancelled at once.
+	e := newEnv(t, func(ra *v1.RunAttempt) { ra.Spec.RunPhase = v1.PhaseTerminated })
+	ctx := e.start(e.newAgent(nil))
+	e.g.Expect(context.Cause(ctx)).To(MatchError(agent.ErrTerminated))
 }

@@ -26,6 +26,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 )
 
@@ -57,10 +59,13 @@ func TestStartRefusesUnregisteredInterceptor(t *testing.T) {
 	e.g.Expect(err.Error()).To(ContainSubstring(`interceptor "audit"`))
 	e.g.Expect(err.Error()).To(ContainSubstring(`RuntimePolicy "p"`))
 
+	// An escalation is durable before the gateway answers: no waiting.
 	f, ok := findFault(e.status(), v1.FaultScopeAgent, "UnregisteredInterceptor")
 	e.g.Expect(ok).To(BeTrue())
 	e.g.Expect(f.Escalated).To(BeTrue())
 	e.g.Expect(f.LastMessage).To(ContainSubstring("audit"))
+	_, err = a.CallTool(context.Background(), "http.get", nil)
+	e.g.Expect(err).To(MatchError(agent.ErrNotStarted), "an agent that refused to start makes no calls")
 
 	// Registered, but without the hook its phase needs: refused as well.
 	e2 := newEnv(t, withChain(post("audit", v1.PostureAllow, false)))
@@ -118,10 +123,8 @@ func TestChainOrderAndDenyPosture(t *testing.T) {
 	_, called := ran.Load("http.get")
 	e.g.Expect(called).To(BeFalse(), "the tool is not dispatched")
 
-	e.flush(a)
-	s := e.status()
-	e.g.Expect(faultCount(s, v1.FaultScopeHook, "InterceptorDenied")).To(Equal(int64(1)))
-	e.g.Expect(s.Usage.ToolCalls).To(Equal(int64(1)), "a denied call is not counted as dispatched")
+	e.g.Eventually(e.faults(v1.FaultScopeHook, "InterceptorDenied"), wait, poll).Should(Equal(int64(1)))
+	e.g.Expect(e.usage().ToolCalls).To(Equal(int64(1)), "a denied call never reaches the gateway")
 	e.g.Expect(histogramCount(t, a, "first", agent.OutcomeError)).To(Equal(uint64(1)))
 	e.g.Expect(histogramCount(t, a, "first", agent.OutcomeOK)).To(Equal(uint64(1)))
 }
@@ -133,12 +136,16 @@ func TestChainAllowPostureContinuesCountsAndBuffers(t *testing.T) {
 	auditDown := atomic.Bool{}
 	auditDown.Store(true)
 	var audited sync.Map
+	var firstID string
 	a := e.newAgent(func(a *agent.Agent) {
 		e.tools(a, nil)
 		e.g.Expect(a.Register("log", agent.Interceptor{Post: func(context.Context, *agent.Call, *agent.Outcome) error {
 			return errors.New("log sink full")
 		}})).To(Succeed())
 		e.g.Expect(a.Register("audit", agent.Interceptor{Post: func(_ context.Context, c *agent.Call, o *agent.Outcome) error {
+			if firstID == "" {
+				firstID = c.ID
+			}
 			if auditDown.Load() {
 				return errors.New("audit store unavailable")
 			}
@@ -155,20 +162,17 @@ func TestChainAllowPostureContinuesCountsAndBuffers(t *testing.T) {
 	e.g.Expect(histogramCount(t, a, "audit", agent.OutcomeError)).To(Equal(uint64(1)))
 	e.g.Expect(a.Buffered("audit")).To(Equal(1), "the failed audit record is kept")
 	e.g.Expect(a.Buffered("log")).To(Equal(0), "an unbuffered interceptor keeps nothing")
-	e.flush(a)
-	e.g.Expect(faultCount(e.status(), v1.FaultScopeHook, "InterceptorError")).To(Equal(int64(2)))
+	e.g.Eventually(e.faults(v1.FaultScopeHook, "InterceptorError"), wait, poll).Should(Equal(int64(2)))
+	f, _ := findFault(e.status(), v1.FaultScopeHook, "InterceptorError")
+	e.g.Expect(f.Retryable).To(BeTrue())
+	e.g.Expect(f.Escalated).To(BeFalse())
 
-	// The audit store comes back: the next flush tick resends the record.
+	// The audit store comes back: the resend loop (every poll interval)
+	// delivers the record, with the call the gateway admitted.
 	auditDown.Store(false)
-	// Step the clock until the flush loop's tick resends it (the loop may
-	// not have armed its timer yet when the first step happens).
-	e.g.Eventually(func() int {
-		if a.Buffered("audit") > 0 {
-			e.clock.Step(agent.DefaultFlushInterval)
-		}
-		return a.Buffered("audit")
-	}, wait, poll).Should(Equal(0))
-	v, ok := audited.Load("call-1")
+	e.g.Eventually(func() int { return a.Buffered("audit") }, wait, poll).Should(Equal(0))
+	e.g.Expect(firstID).To(HavePrefix("call-"))
+	v, ok := audited.Load(firstID)
 	e.g.Expect(ok).To(BeTrue())
 	e.g.Expect(v).To(Equal("page https://example.org"))
 	e.g.Expect(histogramCount(t, a, "audit", agent.OutcomeResent)).To(Equal(uint64(1)))
@@ -236,9 +240,10 @@ func TestChainAroundReleasesOnEveryPath(t *testing.T) {
 	e.g.Expect(releases[2].Err).To(MatchError(ContainSubstring("panicked")))
 	e.g.Expect(releases[3].Err).To(HaveOccurred(), "a call that never ran releases with an error outcome")
 
-	e.flush(a)
-	e.g.Expect(faultCount(e.status(), v1.FaultScopeTool, "Panic")).To(Equal(int64(1)))
-	e.g.Expect(faultCount(e.status(), v1.FaultScopeTool, "Failed")).To(Equal(int64(1)))
+	// Outcomes are reported to the gateway, which counts the tool faults.
+	e.g.Eventually(e.faults(v1.FaultScopeTool, "Panic"), wait, poll).Should(Equal(int64(1)))
+	e.g.Eventually(e.faults(v1.FaultScopeTool, "Failed"), wait, poll).Should(Equal(int64(1)))
+	e.g.Expect(e.usage().ToolCalls).To(Equal(int64(3)), "the call quota denied never reached the gateway")
 }
 
 // A Pre interceptor with veto rights ends the call; one without is ignored.
@@ -272,25 +277,42 @@ func TestChainVeto(t *testing.T) {
 	_, called := ran.Load("http.get")
 	e.g.Expect(called).To(BeFalse())
 	e.g.Expect(histogramCount(t, a, "guard", agent.OutcomeVeto)).To(Equal(uint64(1)))
+	e.g.Eventually(e.faults(v1.FaultScopeHook, "Vetoed"), wait, poll).Should(Equal(int64(1)))
+	e.g.Expect(e.usage().ToolCalls).To(Equal(int64(1)), "the vetoed call never reached the gateway")
 }
 
-// Interceptors run around model requests too.
+// Interceptors run around model requests too; a model request made with
+// the agent's OpenAI client is counted by the gateway, with the tokens the
+// provider reported.
 func TestChainAroundModelRequests(t *testing.T) {
-	e := newEnv(t, withChain(pre("auth", v1.PostureDeny, true)))
+	e := newEnv(t, withChain(pre("auth", v1.PostureDeny, true), post("audit", v1.PostureAllow, false)))
 	var seen []agent.CallKind
+	var outcomes []error
 	a := e.newAgent(func(a *agent.Agent) {
 		e.g.Expect(a.Register("auth", agent.Interceptor{Pre: func(_ context.Context, c *agent.Call) error {
 			seen = append(seen, c.Kind)
-			if c.Name == "forbidden-model" {
+			if c.Name == gatewaytest.DegradedModel {
 				return errors.New("no credentials for this model")
 			}
 			return nil
 		}})).To(Succeed())
+		e.g.Expect(a.Register("audit", agent.Interceptor{Post: func(_ context.Context, _ *agent.Call, o *agent.Outcome) error {
+			outcomes = append(outcomes, o.Err)
+			return nil
+		}})).To(Succeed())
 	})
 	ctx := e.start(a)
-	e.g.Expect(a.ModelRequest(ctx, "small", func(context.Context) (int64, error) { return 42, nil })).To(Succeed())
-	err := a.ModelRequest(ctx, "forbidden-model", func(context.Context) (int64, error) { return 1, nil })
+	out, err := ask(ctx, a, gatewaytest.Model, &upstream.Turn{Say: "hello", Tokens: 42})
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(out.Choices[0].Message.Content).To(Equal("hello"))
+	_, err = ask(ctx, a, gatewaytest.DegradedModel, nil)
 	e.g.Expect(err).To(MatchError(agent.ErrInterceptorDenied))
-	e.g.Expect(seen).To(Equal([]agent.CallKind{agent.KindModel, agent.KindModel}))
-	e.g.Expect(a.Status().Usage).To(Equal(v1.Usage{ModelRequests: 1, Tokens: 42}))
+	_, err = ask(ctx, a, "no-such-model", nil)
+	e.g.Expect(err).To(HaveOccurred(), "the gateway serves only the policy's models")
+	e.g.Expect(seen).To(Equal([]agent.CallKind{agent.KindModel, agent.KindModel, agent.KindModel}))
+	e.g.Expect(outcomes).To(HaveLen(2), "Post hooks see the requests that ran")
+	e.g.Expect(outcomes[0]).NotTo(HaveOccurred())
+	e.g.Expect(outcomes[1]).To(HaveOccurred())
+	e.g.Expect(e.Upstream.Requests.Load()).To(Equal(int64(1)), "the denied request never left the pod")
+	e.g.Eventually(e.usage, wait, poll).Should(Equal(v1.Usage{ModelRequests: 1, Tokens: 42}))
 }

@@ -18,50 +18,63 @@ package agent_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
+	"sync"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"github.com/openai/openai-go/v3"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
-
-// Model answers a prompt; a real agent calls an LLM here.
-type Model func(ctx context.Context, prompt string) (answer string, tokens int64, err error)
 
 // research is a whole agent on the SDK (docs/sdk.md walks through it): it
 // asks the model which page to read until the model says DONE or the run
-// finalizes, proposes finish, publishes its summary and settles.
-func research(ctx context.Context, cfg agent.Config, model Model, fetch func(url string) string) error {
+// finalizes, proposes finish, publishes its summary through the gateway and
+// settles. The model is whatever the gateway's model door serves as "small".
+func research(ctx context.Context, cfg agent.Config, fetch func(url string) string) error {
 	a, err := agent.New(cfg)
 	if err != nil {
 		return err
 	}
-	var published []string
 	_ = a.RegisterTool(agent.Tool{Name: "http.get", Run: func(_ context.Context, c *agent.Call) (string, error) {
 		return fetch(c.StringArg("url")), nil
 	}})
-	_ = a.RegisterTool(agent.Tool{Name: "report.publish", Output: true, Run: func(_ context.Context, c *agent.Call) (string, error) {
-		published = append(published, c.StringArg("content")) // a real agent writes its report ConfigMap
-		return "ok", nil
+	_ = a.RegisterTool(agent.Tool{Name: "report.publish", Output: true, Run: func(ctx context.Context, c *agent.Call) (string, error) {
+		// Publication is the effect of the admitted call: the gateway writes the report.
+		_, err := a.Publish(ctx, c, c.StringArg("section"), c.StringArg("content"))
+		return "ok", err
 	}})
 	ctx, err = a.Start(ctx) // cancelled when the run is Terminated or the attempt superseded
 	if err != nil {
 		return err // e.g. the policy's chain names an interceptor we did not register
 	}
 	defer func() { _ = a.Close(context.WithoutCancel(ctx)) }()
+	if _, err := a.PlanReport(ctx, []string{"summary"}); err != nil {
+		return err
+	}
 
+	llm := a.OpenAI() // the gateway's model door: it holds the provider key and counts usage
 	var notes []string
 	for !a.Finalizing() {
 		var url string
-		err := a.ModelRequest(ctx, "small", func(ctx context.Context) (int64, error) {
-			answer, tokens, err := model(ctx, "Goal: "+a.Spec().Goal+"\nNotes: "+strings.Join(notes, "; "))
-			url = answer
-			return tokens, err
+		err := a.ModelRequest(ctx, "small", func(ctx context.Context) error {
+			out, err := llm.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+				Model: "small",
+				Messages: []openai.ChatCompletionMessageParamUnion{
+					openai.UserMessage("Goal: " + a.Attempt().Goal + "\nNotes: " + strings.Join(notes, "; ")),
+				},
+			})
+			if err == nil && len(out.Choices) > 0 {
+				url = out.Choices[0].Message.Content
+			}
+			return err
 		})
 		if agent.Stopped(context.Cause(ctx)) {
 			return nil // Terminated or superseded: exit cleanly
@@ -73,56 +86,61 @@ func research(ctx context.Context, cfg agent.Config, model Model, fetch func(url
 		if err == nil {
 			notes = append(notes, page)
 		}
-		a.Step(err == nil) // progress: a new note
+		_, _ = a.Step(ctx, err == nil) // progress: a new note
 	}
 	if err := a.ProposeFinish(ctx); err != nil {
 		return err
 	}
-	_, err = a.CallTool(ctx, "report.publish", map[string]any{"section": "summary", "content": strings.Join(notes, "\n")})
-	settlement, committed := v1alpha1.SettlementComplete, int32(1)
-	if err != nil {
-		settlement, committed = v1alpha1.SettlementNone, 0
-	}
-	a.SetPublication(1, committed, "configmap/"+a.Spec().RunName+"-report")
-	return a.Settle(ctx, settlement)
+	_, _ = a.CallTool(ctx, "report.publish", map[string]any{"section": "summary", "content": strings.Join(notes, "\n")})
+	_, err = a.Settle(ctx) // Complete, Partial or None: what the report holds
+	return err
 }
 
-// The example runs the agent above against a fake API server holding the
-// RunAttempt the operator would have created.
+// The example runs the agent above against a real gateway (in this
+// process) in front of a fake API server holding the RunAttempt the
+// operator would have created, and a model that answers a, b, DONE.
 func Example() {
-	ra := &v1alpha1.RunAttempt{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "team", Name: "survey-1"},
-		Spec: v1alpha1.RunAttemptSpec{
-			RunName: "survey", Attempt: 1, Goal: "compare vector databases", RunPhase: v1alpha1.PhaseRunning,
-			Grant: v1alpha1.Grant{ModelRequests: 8, ToolCalls: 8}, Mode: v1alpha1.ModeAuto,
-			Policy: v1alpha1.PolicySnapshot{Name: "default", Tools: []v1alpha1.Tool{
-				{Name: "http.get", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
-				{Name: "report.publish", Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
-			}},
-		},
-	}
+	var mu sync.Mutex
+	answers := []string{"a", "b", "DONE"}
+	model := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		answer := answers[0]
+		answers = answers[1:]
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{
+			"id": "chatcmpl-1", "object": "chat.completion", "model": "small",
+			"choices": []any{map[string]any{"index": 0, "finish_reason": "stop",
+				"message": map[string]any{"role": "assistant", "content": answer}}},
+			"usage": map[string]any{"prompt_tokens": 60, "completion_tokens": 40, "total_tokens": 100},
+		})
+	}))
+	defer model.Close()
+
 	// report.publish is High risk: confirmed in every mode. Here the user
 	// approved the exact action up front (the operator copies spec.approvals
 	// from the ResearchRun); otherwise the agent would wait for it.
-	args := map[string]any{"section": "summary", "content": "page a\npage b"}
-	fp, _ := agent.Fingerprint("report.publish", args, "")
-	ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: agent.ActionID("report.publish", fp), Decision: v1alpha1.DecisionApprove}}
-	c := fake.NewClientBuilder().WithScheme(agent.Scheme()).WithObjects(ra).WithStatusSubresource(ra).Build()
-
-	answers := []string{"a", "b", "DONE"}
-	model := func(context.Context, string) (string, int64, error) {
-		answer := answers[0]
-		answers = answers[1:]
-		return answer, 100, nil
+	publish := map[string]any{"section": "summary", "content": "page a\npage b"}
+	fp, _ := gatewayapi.Fingerprint("report.publish", publish, "")
+	env, stop, err := gatewaytest.Standalone(gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Goal = "compare vector databases"
+		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 8, ToolCalls: 8}
+		ra.Spec.Policy.Models = []v1alpha1.Model{{Name: "small", BaseURL: model.URL}}
+		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: gatewayapi.ActionID("report.publish", fp), Decision: v1alpha1.DecisionApprove}}
+	}}, false)
+	if err != nil {
+		fmt.Println(err)
+		return
 	}
-	cfg := agent.Config{Client: c, Namespace: "team", RunAttempt: "survey-1"}
-	if err := research(context.Background(), cfg, model, func(url string) string { return "page " + url }); err != nil {
+	defer stop()
+
+	cfg := agent.Config{GatewayURL: env.URL(), Token: gatewaytest.Token} // in a pod: agent.ConfigFromEnv()
+	if err := research(context.Background(), cfg, func(url string) string { return "page " + url }); err != nil {
 		fmt.Println(err)
 		return
 	}
 
-	_ = c.Get(context.Background(), client.ObjectKeyFromObject(ra), ra)
-	s := ra.Status
+	s := env.Status()
 	fmt.Printf("usage: %d model requests, %d tool calls, %d tokens\n", s.Usage.ModelRequests, s.Usage.ToolCalls, s.Usage.Tokens)
 	fmt.Printf("steps: %d (last progress %d)\n", s.Steps, s.LastProgressStep)
 	fmt.Printf("finish proposed: %t; publication: %d/%d %s, settled %t\n", s.FinishProposed,

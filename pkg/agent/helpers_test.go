@@ -18,125 +18,50 @@ package agent_test
 
 import (
 	"context"
-	"errors"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	dto "github.com/prometheus/client_model/go"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/util/retry"
-	clocktesting "k8s.io/utils/clock/testing"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
 const (
-	testNS      = "team"
-	testRun     = "survey"
-	testAttempt = "survey-1"
-	wait        = 5 * time.Second
-	poll        = 5 * time.Millisecond
+	wait = 5 * time.Second
+	poll = 5 * time.Millisecond
 )
 
-// t0 is a whole second, so heartbeat stamps survive serialisation exactly.
-var t0 = time.Date(2026, 3, 1, 9, 0, 0, 0, time.UTC)
-
-// env is a fake API server holding one RunAttempt, with status writes
-// counted and, on demand, refused with conflicts or errors.
+// env is a real gateway (in this process) in front of a fake API server
+// holding the attempt gatewaytest.Attempt describes.
 type env struct {
-	t     *testing.T
-	g     Gomega
-	c     client.WithWatch
-	clock *clocktesting.FakeClock
-	key   types.NamespacedName
-
-	writes    atomic.Int64 // successful status writes
-	conflicts atomic.Int64 // conflicts still to inject
-	injected  atomic.Int64 // conflicts injected
-	down      atomic.Bool  // status writes fail as if the API server were unreachable
-}
-
-func baseAttempt() *v1.RunAttempt {
-	return &v1.RunAttempt{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: testNS, Name: testAttempt, Generation: 1,
-			Labels: map[string]string{v1.LabelRun: testRun, v1.LabelAttempt: "1"},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: v1.GroupVersion.String(), Kind: "ResearchRun", Name: testRun, UID: "run-uid", Controller: new(true),
-			}},
-		},
-		Spec: v1.RunAttemptSpec{
-			RunName: testRun, Attempt: 1, Goal: "survey the field",
-			RunPhase: v1.PhaseRunning,
-			Grant:    v1.Grant{ModelRequests: 10, ToolCalls: 10},
-			Mode:     v1.ModeAuto,
-			Policy: v1.PolicySnapshot{
-				Name: "p",
-				Tools: []v1.Tool{
-					{Name: "http.get", Risk: v1.RiskLow, Effect: v1.EffectNone},
-					{Name: "notes.write", Risk: v1.RiskLow, Effect: v1.EffectWrite, Idempotent: true},
-					{Name: "report.publish", Risk: v1.RiskHigh, Effect: v1.EffectExternal},
-				},
-				AutoApprove: []string{"notes.write"},
-			},
-			HeartbeatInterval: &metav1.Duration{Duration: 10 * time.Second},
-		},
-	}
+	*gatewaytest.Env
+	t *testing.T
+	g Gomega
 }
 
 func newEnv(t *testing.T, mutate func(*v1.RunAttempt)) *env {
 	t.Helper()
-	ra := baseAttempt()
-	if mutate != nil {
-		mutate(ra)
-	}
-	e := &env{t: t, g: NewWithT(t), clock: clocktesting.NewFakeClock(t0),
-		key: types.NamespacedName{Namespace: testNS, Name: testAttempt}}
-	e.c = fake.NewClientBuilder().
-		WithScheme(agent.Scheme()).
-		WithObjects(ra).
-		WithStatusSubresource(&v1.RunAttempt{}).
-		WithInterceptorFuncs(interceptor.Funcs{
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				if sub == "status" {
-					if e.down.Load() {
-						return errors.New("dial tcp 10.0.0.1:443: connect: connection refused")
-					}
-					if e.conflicts.Load() > 0 {
-						e.conflicts.Add(-1)
-						e.injected.Add(1)
-						return apierrors.NewConflict(schema.GroupResource{Group: v1.GroupVersion.Group, Resource: "runattempts"},
-							obj.GetName(), errors.New("injected conflict"))
-					}
-				}
-				err := c.SubResource(sub).Update(ctx, obj, opts...)
-				if err == nil && sub == "status" {
-					e.writes.Add(1)
-				}
-				return err
-			},
-		}).
-		Build()
-	return e
+	return newEnvWith(t, gatewaytest.Options{Mutate: mutate})
 }
 
-// newAgent returns an agent on the env's RunAttempt; setup registers
+func newEnvWith(t *testing.T, o gatewaytest.Options) *env {
+	t.Helper()
+	return &env{Env: gatewaytest.Start(t, o), t: t, g: NewWithT(t)}
+}
+
+// newAgent returns an agent on the env's attempt; setup registers
 // interceptors and tools before Start.
 func (e *env) newAgent(setup func(*agent.Agent)) *agent.Agent {
 	e.t.Helper()
-	a, err := agent.New(agent.Config{
-		Client: e.c, Clock: e.clock, Namespace: testNS, RunAttempt: testAttempt,
-	})
+	a, err := agent.New(e.AgentConfig())
 	e.g.Expect(err).NotTo(HaveOccurred())
 	if setup != nil {
 		setup(a)
@@ -159,36 +84,7 @@ func (e *env) start(a *agent.Agent) context.Context {
 	return runCtx
 }
 
-func (e *env) get() *v1.RunAttempt {
-	e.t.Helper()
-	ra := &v1.RunAttempt{}
-	e.g.Expect(e.c.Get(context.Background(), e.key, ra)).To(Succeed())
-	return ra
-}
-
-func (e *env) status() v1.RunAttemptStatus { return e.get().Status }
-
-// updateSpec changes the RunAttempt's spec as the operator would.
-func (e *env) updateSpec(mutate func(*v1.RunAttemptSpec)) {
-	e.t.Helper()
-	e.g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ra := &v1.RunAttempt{}
-		if err := e.c.Get(context.Background(), e.key, ra); err != nil {
-			return err
-		}
-		mutate(&ra.Spec)
-		ra.Generation++
-		return e.c.Update(context.Background(), ra)
-	})).To(Succeed())
-}
-
-// flush writes the agent's facts now.
-func (e *env) flush(a *agent.Agent) {
-	e.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), wait)
-	defer cancel()
-	e.g.Expect(a.Flush(ctx)).To(Succeed())
-}
+func (e *env) status() v1.RunAttemptStatus { return e.Status() }
 
 func (e *env) tools(a *agent.Agent, ran *sync.Map) {
 	e.t.Helper()
@@ -216,6 +112,64 @@ func (e *env) tools(a *agent.Agent, ran *sync.Map) {
 	}
 }
 
+// approve answers actionID on the attempt as the operator copies a user's
+// answer from the ResearchRun.
+func (e *env) approve(actionID string, decision v1.ApprovalDecision, approver, comment string) {
+	e.t.Helper()
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) {
+		s.Approvals = append(s.Approvals, v1.Approval{ActionID: actionID, Decision: decision, Approver: approver, Comment: comment})
+	})
+}
+
+// actionID is the id under which the gateway awaits an approval of the call.
+func actionID(t *testing.T, tool string, args any, callContext string) string {
+	t.Helper()
+	fp, err := gatewayapi.Fingerprint(tool, args, callContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return gatewayapi.ActionID(tool, fp)
+}
+
+func fingerprint(t *testing.T, tool string, args any, callContext string) string {
+	t.Helper()
+	fp, err := gatewayapi.Fingerprint(tool, args, callContext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fp
+}
+
+// preApproved approves the calls up front (the user answered before the
+// agent asked).
+func preApproved(ids ...string) func(*v1.RunAttempt) {
+	return func(ra *v1.RunAttempt) {
+		for _, id := range ids {
+			ra.Spec.Approvals = append(ra.Spec.Approvals, v1.Approval{ActionID: id, Decision: v1.DecisionApprove, Approver: "alice"})
+		}
+	}
+}
+
+// ask makes one model request with the agent's OpenAI client, inside the
+// interceptor chain; turn, when set, is what the scripted upstream answers.
+func ask(ctx context.Context, a *agent.Agent, model string, turn *upstream.Turn) (*openai.ChatCompletion, error) {
+	var out *openai.ChatCompletion
+	err := a.ModelRequest(ctx, model, func(ctx context.Context) error {
+		var opts []option.RequestOption
+		if turn != nil {
+			opts = append(opts, option.WithJSONSet(upstream.ScriptField, turn))
+		}
+		var err error
+		c := a.OpenAI()
+		out, err = c.Chat.Completions.New(ctx, openai.ChatCompletionNewParams{
+			Model:    model,
+			Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("what next?")},
+		}, opts...)
+		return err
+	})
+	return out, err
+}
+
 func faultCount(s v1.RunAttemptStatus, scope v1.FaultScope, kind string) int64 {
 	for _, f := range s.Faults {
 		if f.Scope == scope && f.Kind == kind {
@@ -233,6 +187,14 @@ func findFault(s v1.RunAttemptStatus, scope v1.FaultScope, kind string) (v1.Faul
 	}
 	return v1.Fault{}, false
 }
+
+// faults returns a function reading the count of (scope, kind) in the
+// RunAttempt's status, for Eventually.
+func (e *env) faults(scope v1.FaultScope, kind string) func() int64 {
+	return func() int64 { return faultCount(e.status(), scope, kind) }
+}
+
+func (e *env) usage() v1.Usage { return e.status().Usage }
 
 // histogramCount returns the sample count of
 // agentrun_agent_interceptor_seconds{interceptor, outcome}.
