@@ -27,6 +27,7 @@ import (
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -73,12 +74,16 @@ func main() {
 	var tlsOpts []func(*tls.Config)
 	var leaderElectionNamespace, webhookHost string
 	var workers int
-	var gatewayURL, gatewayCAFile string
+	var gatewayURL, gatewayCAFile, gatewayNamespace string
+	var attemptEgress bool
 	var qps float64
 	var burst int
 	flag.IntVar(&workers, "run-workers", 4, "Concurrent ResearchRun reconciles.")
 	flag.StringVar(&gatewayURL, "gateway-url", controller.DefaultGatewayURL,
 		"Base URL attempt pods reach agentrun-gateway at (set on every attempt container).")
+	flag.BoolVar(&attemptEgress, "attempt-network-policy", true,
+		"Keep NetworkPolicy agentrun-attempt-egress in every namespace with attempts: attempt pods reach only the gateway and DNS.")
+	flag.StringVar(&gatewayNamespace, "gateway-namespace", "agentrun-system", "Namespace of the gateway's pods (for the egress NetworkPolicy).")
 	flag.StringVar(&gatewayCAFile, "gateway-ca-file", "",
 		"PEM bundle that signs the gateway's certificate; the operator keeps it in ConfigMap "+
 			runpod.DefaultGatewayCAConfigMap+" of every namespace with attempts. Empty: the certificate is publicly trusted.")
@@ -249,6 +254,7 @@ func main() {
 		MaxConcurrentReconciles: workers,
 		Gateway:                 runpod.Gateway{URL: gatewayURL},
 		GatewayCA:               gatewayCA,
+		AttemptEgress:           egressPolicy(attemptEgress, gatewayNamespace),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "researchrun")
 		os.Exit(1)
@@ -290,4 +296,11 @@ func main() {
 		setupLog.Error(err, "Failed to run manager")
 		os.Exit(1)
 	}
+}
+
+func egressPolicy(enabled bool, gatewayNamespace string) *networkingv1.NetworkPolicy {
+	if !enabled {
+		return nil
+	}
+	return controller.AttemptEgressPolicy(gatewayNamespace)
 }

@@ -187,9 +187,13 @@ func main() {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		os.Exit(1)
 	}
-	if err := mgr.AddReadyzCheck("readyz", func(*http.Request) error {
-		if !mgr.GetCache().WaitForCacheSync(context.Background()) {
-			return errors.New("cache not synced")
+	if err := mgr.AddReadyzCheck("readyz", func(r *http.Request) error {
+		// Ready once the RunAttempt cache has synced: a request before
+		// would find no attempt for its pod.
+		sctx, cancel := context.WithTimeout(r.Context(), time.Second)
+		defer cancel()
+		if !mgr.GetCache().WaitForCacheSync(sctx) {
+			return errors.New("the RunAttempt cache has not synced yet")
 		}
 		return nil
 	}); err != nil {

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -78,6 +79,9 @@ type ResearchRunReconciler struct {
 	// in every namespace with attempts; nil when the gateway's certificate is
 	// publicly trusted.
 	GatewayCA []byte
+	// AttemptEgress, when set, is kept in every namespace with attempts (see
+	// AttemptEgressPolicy).
+	AttemptEgress *networkingv1.NetworkPolicy
 
 	// facts records when an unprocessed fact arrived, per run, for the
 	// fact-to-decision latency metric.
@@ -577,7 +581,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if len(r.GatewayCA) > 0 && r.Gateway.CAConfigMap == "" {
 		r.Gateway.CAConfigMap = runpod.DefaultGatewayCAConfigMap
 	}
-	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, ready: map[string]bool{}}
+	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, egress: r.AttemptEgress, ready: map[string]bool{}}
 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

@@ -19,9 +19,13 @@ package controller
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -35,6 +39,7 @@ const DefaultGatewayURL = "https://agentrun-gateway.agentrun-system.svc:8443"
 
 // +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;create
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
 
 // runners makes sure a namespace with attempts has what attempt pods need:
 // the runner service account (an identity for the pod's gateway token; it is
@@ -43,6 +48,9 @@ const DefaultGatewayURL = "https://agentrun-gateway.agentrun-system.svc:8443"
 type runners struct {
 	caConfigMap string
 	ca          []byte
+	// egress, when set, is the NetworkPolicy kept in every namespace with
+	// attempts: attempt pods may reach only the gateway and DNS.
+	egress *networkingv1.NetworkPolicy
 	mu          sync.Mutex
 	ready       map[string]bool
 }
@@ -69,7 +77,12 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 	}
 	if r.caConfigMap != "" && len(r.ca) > 0 {
 		if err := r.ensureCA(ctx, c, reader, namespace, labels); err != nil {
-			return err
+			return fmt.Errorf("keeping the gateway CA in %s: %w", namespace, err)
+		}
+	}
+	if r.egress != nil {
+		if err := r.ensureEgress(ctx, c, reader, namespace, labels); err != nil {
+			return fmt.Errorf("keeping NetworkPolicy %s in %s: %w", r.egress.Name, namespace, err)
 		}
 	}
 	r.mu.Lock()
@@ -102,4 +115,57 @@ func (r *runners) ensureCA(ctx context.Context, c client.Client, reader client.R
 	}
 	cm.Data[runpod.GatewayCAFile] = string(r.ca)
 	return c.Update(ctx, cm)
+}
+
+// AttemptEgressPolicy is the NetworkPolicy that lets attempt pods reach only
+// the gateway (pods labelled app.kubernetes.io/name=agentrun-gateway in
+// gatewayNamespace, port 8443) and the cluster DNS.
+func AttemptEgressPolicy(gatewayNamespace string) *networkingv1.NetworkPolicy {
+	tcp, udp := corev1.ProtocolTCP, corev1.ProtocolUDP
+	gw, dns := intstr.FromInt32(8443), intstr.FromInt32(53)
+	return &networkingv1.NetworkPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "agentrun-attempt-egress"},
+		Spec: networkingv1.NetworkPolicySpec{
+			PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{
+				runpod.LabelManagedBy: runpod.ManagedBy, runpod.LabelName: runpod.AppName}},
+			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeEgress},
+			Egress: []networkingv1.NetworkPolicyEgressRule{
+				{
+					To: []networkingv1.NetworkPolicyPeer{{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": gatewayNamespace}},
+						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{runpod.LabelName: "agentrun-gateway"}},
+					}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &gw}},
+				},
+				{
+					To: []networkingv1.NetworkPolicyPeer{{
+						NamespaceSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": "kube-system"}},
+						PodSelector:       &metav1.LabelSelector{MatchLabels: map[string]string{"k8s-app": "kube-dns"}},
+					}},
+					Ports: []networkingv1.NetworkPolicyPort{{Protocol: &udp, Port: &dns}, {Protocol: &tcp, Port: &dns}},
+				},
+			},
+		},
+	}
+}
+
+// ensureEgress keeps the attempt egress NetworkPolicy in the namespace.
+func (r *runners) ensureEgress(ctx context.Context, c client.Client, reader client.Reader, namespace string, labels map[string]string) error {
+	want := r.egress.DeepCopy()
+	want.Namespace, want.Labels = namespace, labels
+	cur := &networkingv1.NetworkPolicy{}
+	err := reader.Get(ctx, client.ObjectKeyFromObject(want), cur)
+	switch {
+	case apierrors.IsNotFound(err):
+		if err := c.Create(ctx, want); err != nil && !apierrors.IsAlreadyExists(err) {
+			return err
+		}
+		return nil
+	case err != nil:
+		return err
+	case equality.Semantic.DeepEqual(cur.Spec, want.Spec):
+		return nil
+	}
+	cur.Spec = want.Spec
+	return c.Update(ctx, cur)
 }
