@@ -401,10 +401,11 @@ func (a *Agent) RecordAdvice(ctx context.Context, source, kind string) error {
 }
 
 // ProposeFinish reports that the agent proposes to finish and returns once
-// the gateway persisted it.
+// the gateway persisted it (while the API server does not take the write, it
+// keeps asking).
 func (a *Agent) ProposeFinish(ctx context.Context) error {
 	var v gatewayapi.Attempt
-	if err := a.call(ctx, http.MethodPost, "/self/finish", struct{}{}, &v); err != nil {
+	if err := a.callDurable(ctx, http.MethodPost, "/self/finish", struct{}{}, &v); err != nil {
 		return err
 	}
 	a.applyView(v)
@@ -451,7 +452,7 @@ func (a *Agent) Publish(ctx context.Context, call *Call, section, content string
 // Settle is what lets a finalizing run end.
 func (a *Agent) Settle(ctx context.Context) (gatewayapi.SettleResponse, error) {
 	var s gatewayapi.SettleResponse
-	err := a.call(ctx, http.MethodPost, "/self/settle", struct{}{}, &s)
+	err := a.callDurable(ctx, http.MethodPost, "/self/settle", struct{}{}, &s)
 	return s, err
 }
 

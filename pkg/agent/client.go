@@ -127,6 +127,28 @@ func (a *Agent) call(ctx context.Context, method, path string, in, out any) erro
 	}
 }
 
+// callDurable is call for a request that sets a fact (finish, settle): it is
+// repeated, with backoff, while the gateway answers not_persisted (the API
+// server did not take the write; the gateway keeps the fact and writes it
+// later), until the gateway confirms the fact is durable or ctx ends.
+func (a *Agent) callDurable(ctx context.Context, method, path string, in, out any) error {
+	wait := 200 * time.Millisecond
+	for {
+		err := a.call(ctx, method, path, in, out)
+		var ge *GatewayError
+		if err == nil || !errors.As(err, &ge) || ge.Code != gatewayapi.CodeNotPersisted || ctx.Err() != nil {
+			return err
+		}
+		a.log.Info("The gateway could not persist a fact yet; asking again", "path", path, "message", ge.Message)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%w (%v)", context.Cause(ctx), err)
+		case <-a.clock.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
+	}
+}
+
 func (a *Agent) callOnce(ctx context.Context, method, path string, body []byte, out any) error {
 	var rd io.Reader
 	if body != nil {
