@@ -22,8 +22,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"slices"
+	"syscall"
 
 	"github.com/agentrun-dev/agentrun/pkg/textutil"
 
@@ -74,6 +77,13 @@ func (a *Agent) ModelRequest(ctx context.Context, model string, do func(ctx cont
 func (a *Agent) modelError(call *Call, err error) error {
 	var oe *openai.Error
 	if !errors.As(err, &oe) {
+		var ne net.Error
+		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+			// The gateway could not be reached or went away (a restart):
+			// retryable; whether the request was dispatched is the
+			// gateway's to count.
+			return Failure("GatewayUnavailable", true, fmt.Errorf("model %s: %w", call.Name, err))
+		}
 		return err
 	}
 	if reason := sentinelOf(oe.Code); reason != nil {

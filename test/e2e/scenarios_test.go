@@ -551,3 +551,35 @@ func meta(run *v1.ResearchRun, t string) metav1.ConditionStatus {
 	}
 	return ""
 }
+
+var _ = Describe("The gateway process", func() {
+	It("killed and restarted mid-run: the run completes, the grant holds, nothing is counted twice", func() {
+		w := newWorld(nil)
+		w.script("script", scriptComplete)
+		before := st.Upstream.Requests.Load()
+		w.run("through", imageResearchAgent, paced("script"), nil)
+		Eventually(func() int64 { return w.attempt("through", 1).Status.Usage.ModelRequests }, timeout, interval).
+			Should(BeNumerically(">=", 2))
+
+		By("SIGKILL of the gateway while the agent works")
+		st.Gateway.Kill()
+		Consistently(func() v1.Phase { return w.get("through").Status.Phase }, time.Second, 100*time.Millisecond).
+			Should(Equal(v1.PhaseRunning), "a gateway outage is not the run's end")
+
+		By("restarting the gateway: it resumes the attempt from its RunAttempt")
+		Expect(st.StartGateway(ctx)).To(Succeed())
+		run := w.terminated("through", v1.ReasonCompleted, v1.SettlementComplete)
+		Expect(w.attempts("through")).To(Equal([]int{1}))
+		ledgerConsistent(w, run)
+
+		// What the upstream served is what the run used, less at most the
+		// coalesced counts of one flush interval (100 ms here; the agent is
+		// paced at 400 ms between calls) the killed gateway had not written.
+		dispatched := st.Upstream.Requests.Load() - before
+		used := run.Status.Budget.Used.ModelRequests
+		Expect(used).To(BeNumerically("<=", dispatched), "counted twice")
+		Expect(dispatched-used).To(BeNumerically("<=", 1), "more than one flush interval of counts lost")
+		Expect(used).To(BeNumerically("<=", run.Spec.Budget.ModelRequests))
+		Expect(w.sections("through")).To(HaveLen(2))
+	})
+})
