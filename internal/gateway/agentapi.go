@@ -61,6 +61,8 @@ func decode(r *http.Request, v any) *apiError {
 		var te *json.UnmarshalTypeError
 		var se *json.SyntaxError
 		switch {
+		case errors.As(err, &te) && te.Field == "":
+			return errInvalid("", fmt.Sprintf("the body must be a JSON object, not a JSON %s", te.Value))
 		case errors.As(err, &te):
 			return errInvalid(te.Field, fmt.Sprintf("field %s must be a %s, not a JSON %s", te.Field, te.Type, te.Value))
 		case errors.As(err, &se):
