@@ -335,3 +335,71 @@ func TestModelDoorNeverServesBeyondTheGrantUnderRace(t *testing.T) {
 	g.Expect(rec.bodies).To(HaveLen(grant))
 	g.Eventually(func() int64 { return e.Status().Usage.ModelRequests }).Should(BeEquivalentTo(grant))
 }
+
+// cutStream is an upstream that sends two chunks and then drops the
+// connection, with no usage and no [DONE].
+type cutStream struct{}
+
+func (cutStream) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	fl := w.(http.Flusher)
+	for _, c := range []string{`{"choices":[{"index":0,"delta":{"content":"half"}}]}`, `{"choices":[{"index":0,"delta":{"content":" an"}}]}`} {
+		_, _ = io.WriteString(w, "data: "+c+"\n\n")
+		fl.Flush()
+	}
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		return
+	}
+	conn, _, err := hj.Hijack()
+	if err == nil {
+		_ = conn.Close()
+	}
+}
+
+func TestModelDoorChargesTheReservationForAStreamCutMidway(t *testing.T) {
+	g := NewWithT(t)
+	up := httptest.NewServer(cutStream{})
+	t.Cleanup(up.Close)
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Grant.Tokens = new(int64(10000))
+		ra.Spec.Policy.Models[0].BaseURL = up.URL + "/v1"
+		ra.Spec.Policy.Models[0].MaxTokens = new(int64(100))
+	}})
+	body := chat("scripted", `,"stream":true`)
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, body)
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(string(raw)).To(ContainSubstring("half"))
+	g.Expect(string(raw)).NotTo(ContainSubstring("[DONE]"), "the client sees the cut")
+	g.Eventually(func() v1alpha1.RunAttemptStatus { return e.Status() }).Should(And(
+		HaveField("Usage.ModelRequests", BeEquivalentTo(1)),
+		// No usage was reported: the reservation (prompt bound + max_tokens) is charged.
+		HaveField("Usage.Tokens", BeEquivalentTo(int64(len(body))+100)),
+		HaveField("Faults", ContainElement(And(HaveField("Scope", v1alpha1.FaultScopeProvider), HaveField("Kind", "StreamCut")))),
+	))
+}
+
+func TestModelDoorChargesAClientThatLeavesMidStream(t *testing.T) {
+	g := NewWithT(t)
+	rec := &recorder{inner: &upstream.Server{}, latency: 300 * time.Millisecond}
+	up := httptest.NewServer(rec)
+	t.Cleanup(up.Close)
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.Models[0].BaseURL = up.URL + "/v1"
+	}})
+	req, _ := http.NewRequest(http.MethodPost, e.URL()+"/v1/chat/completions",
+		bytes.NewReader(chat("scripted", `,"stream":true,"agentrun_scripted":{"say":"long answer","tokens":77}`)))
+	req.Header.Set("Authorization", "Bearer "+gatewaytest.Token)
+	tr := &http.Transport{}
+	go func() {
+		time.Sleep(50 * time.Millisecond) // gone before the provider answers
+		tr.CloseIdleConnections()
+	}()
+	hc := &http.Client{Transport: tr, Timeout: 100 * time.Millisecond}
+	if resp, err := hc.Do(req); err == nil {
+		_ = resp.Body.Close()
+	}
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }, 5*time.Second).
+		Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 77}), "charged what the provider reported")
+}
