@@ -375,50 +375,14 @@ func policyNotReady(p *v1alpha1.RuntimePolicy) string {
 	return ""
 }
 
-// attemptSpec is the spec an attempt should carry for decision d.
+// attemptSpec is the spec an attempt should carry for decision d (decided
+// by lifecycle.AttemptSpec from what was gathered).
 func attemptSpec(run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1alpha1.RunAttemptSpec) v1alpha1.RunAttemptSpec {
-	spec := v1alpha1.RunAttemptSpec{}
-	if cur != nil {
-		spec = *cur.DeepCopy()
-	}
-	spec.RunName = run.Name
-	spec.Attempt = n
-	spec.Goal = run.Spec.Goal
-	spec.PodName = runpod.Name(run.Name, n)
-	spec.RunPhase = d.Status.Phase
-	spec.Grant = d.Grant
-	spec.Directives = d.Directives
-	spec.Approvals = run.Spec.Approvals
-	if g.session != nil {
-		spec.Mode = g.session.Status.Mode
-		if spec.Mode == "" {
-			spec.Mode = g.session.Spec.Mode
-		}
-	}
-	if cur == nil && g.policy != nil {
-		// The policy snapshot is taken once, when the attempt starts. A
-		// replacement attempt started while the policy is being re-resolved
-		// or is invalid inherits its predecessor's snapshot: an agent never
-		// gets an empty or unresolved chain.
-		spec.Policy = v1alpha1.PolicySnapshot{
-			Name:          g.policy.Name,
-			ResolvedChain: g.policy.Status.ResolvedChain,
-			Tools:         g.policy.Spec.Tools,
-			AutoApprove:   g.policy.Spec.AutoApprove,
-			Models:        g.policy.Spec.Models,
-		}
-		if prev := g.attempts[n-1]; prev != nil && policyNotReady(g.policy) != "" {
-			spec.Policy = *prev.Spec.Policy.DeepCopy()
-		}
-		if spec.Mode == "" {
-			spec.Mode = g.policy.Spec.DefaultMode
-		}
-	}
-	if d.Status.StartTime != nil && run.Spec.Budget.Deadline != nil {
-		spec.Deadline = &metav1.Time{Time: d.Status.StartTime.Add(run.Spec.Budget.Deadline.Duration)}
-	}
-	spec.HeartbeatInterval = run.Spec.Recovery.HeartbeatInterval
-	return spec
+	return lifecycle.AttemptSpec(lifecycle.AttemptSpecInput{
+		Run: run, Decision: d, Attempt: n, PodName: runpod.Name(run.Name, n), Current: cur,
+		Session: g.session, Policy: g.policy, PolicyReady: g.policy != nil && policyNotReady(g.policy) == "",
+		Previous: g.attempts[n-1],
+	})
 }
 
 // ensureAttempt creates RunAttempt <run>-<n> if it does not exist (its name is
