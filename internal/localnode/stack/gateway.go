@@ -32,8 +32,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/envtest"
-
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
@@ -63,14 +61,8 @@ func (s *Stack) startUpstream() error {
 // loopback.
 func (s *Stack) startGateway(ctx context.Context) error {
 	out := s.opts.out()
-	user, err := s.Env.AddUser(envtest.User{Name: GatewayUser, Groups: []string{
-		"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated",
-	}}, nil)
+	kubeconfig, err := s.serviceAccountKubeconfig(GatewayUser, "gateway.kubeconfig")
 	if err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(s.opts.Dir, "gateway.kubeconfig")
-	if err := writeKubeconfig(user, kubeconfig); err != nil {
 		return err
 	}
 	tlsDir := filepath.Join(s.opts.Dir, "gateway-tls")
@@ -78,18 +70,11 @@ func (s *Stack) startGateway(ctx context.Context) error {
 		return err
 	}
 	s.GatewayCAFile = filepath.Join(tlsDir, "ca.crt")
-	port, err := freeLoopbackPort()
+	ports, err := freeLoopbackPorts(3)
 	if err != nil {
 		return err
 	}
-	metricsPort, err := freeLoopbackPort()
-	if err != nil {
-		return err
-	}
-	healthPort, err := freeLoopbackPort()
-	if err != nil {
-		return err
-	}
+	port, metricsPort, healthPort := ports[0], ports[1], ports[2]
 	s.GatewayURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	s.GatewayMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	args := []string{

@@ -173,3 +173,16 @@ func freeLoopbackPort() (int, error) {
 	defer func() { _ = l.Close() }()
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
+
+// freeLoopbackPorts returns n free TCP ports on 127.0.0.1.
+func freeLoopbackPorts(n int) ([]int, error) {
+	out := make([]int, 0, n)
+	for range n {
+		p, err := freeLoopbackPort()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -477,18 +477,25 @@ func prefixed(u *unstructured.Unstructured, namespaced bool) {
 	}
 }
 
+// serviceAccountKubeconfig writes a kubeconfig for user, a service account of
+// the operator's namespace, into Dir/name.
+func (s *Stack) serviceAccountKubeconfig(user, name string) (string, error) {
+	u, err := s.Env.AddUser(envtest.User{Name: user, Groups: []string{
+		"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated",
+	}}, nil)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(s.opts.Dir, name)
+	return path, writeKubeconfig(u, path)
+}
+
 // startOperator writes the operator's kubeconfig (its own identity) and
 // starts the binary with leader election, metrics and webhooks on loopback.
 func (s *Stack) startOperator(ctx context.Context) error {
 	out := s.opts.out()
-	user, err := s.Env.AddUser(envtest.User{Name: OperatorUser, Groups: []string{
-		"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated",
-	}}, nil)
+	kubeconfig, err := s.serviceAccountKubeconfig(OperatorUser, "operator.kubeconfig")
 	if err != nil {
-		return err
-	}
-	kubeconfig := filepath.Join(s.opts.Dir, "operator.kubeconfig")
-	if err := writeKubeconfig(user, kubeconfig); err != nil {
 		return err
 	}
 	flags, err := binaryFlags(ctx, s.opts.OperatorBinary)
