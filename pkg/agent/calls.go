@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/agentrun-dev/agentrun/pkg/textutil"
@@ -95,23 +96,38 @@ func (a *Agent) modelError(call *Call, err error) error {
 	}
 	a.metrics.calls.WithLabelValues(string(KindModel), call.Name).Inc()
 	kind, retryable := statusFault(oe.StatusCode)
-	if k := gatewayapi.FaultKind(oe.Code); k != "" {
+	switch k := gatewayapi.FaultKind(oe.Code); {
+	case oe.Code == gatewayapi.CodeUpstreamUnavailable:
+		// The gateway could not reach the provider: the kind it recorded.
+		kind = "Unavailable"
+		if oe.StatusCode == http.StatusGatewayTimeout {
+			kind = "Timeout"
+		}
+	case k != "":
 		kind = k
 	}
-	return Failure(kind, retryable, fmt.Errorf("model %s: %w", call.Name, oe))
+	// The openai error's text is only the status; the provider's message
+	// says why (it is in the gateway's fault too).
+	werr := fmt.Errorf("model %s: %w", call.Name, oe)
+	if msg := strings.TrimSpace(oe.Message); msg != "" {
+		werr = fmt.Errorf("model %s: %w: %s", call.Name, oe, textutil.Truncate(msg, 256))
+	}
+	return Failure(kind, retryable, werr)
 }
 
-// statusFault is the fault kind of a provider's HTTP error.
+// statusFault is the fault kind of a provider's HTTP error (relayed by the
+// gateway) and whether a retry may succeed: the kind the gateway records
+// for it, so an escalation names the fault the status already counts.
 func statusFault(status int) (string, bool) {
 	switch {
 	case status == http.StatusTooManyRequests:
 		return "RateLimited", true
-	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
+	case status == http.StatusRequestTimeout:
 		return "Timeout", true
 	case status == http.StatusUnauthorized || status == http.StatusForbidden:
 		return "Unauthorized", false
-	case status == http.StatusBadGateway || status == http.StatusServiceUnavailable:
-		return "Unavailable", true
+	case status == http.StatusNotFound:
+		return "NotFound", false
 	case status >= 500:
 		return "ServerError", true
 	}

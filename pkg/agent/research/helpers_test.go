@@ -25,98 +25,79 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr/testr"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/client/fake"
-	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 )
 
 const (
-	ns      = "team"
-	runName = "survey"
+	runName = gatewaytest.Run
 	wait    = 10 * time.Second
 	poll    = 5 * time.Millisecond
 )
 
-// world is a fake API server with one RunAttempt (as the operator creates
-// it), a web server for http.get, and a user who answers approvals.
+// world is a real gateway (in this process) in front of a fake API server
+// with one RunAttempt as the operator creates it for the research agent, a
+// web server for http.get, and a user who answers approvals.
 type world struct {
+	*gatewaytest.Env
 	t       *testing.T
 	g       Gomega
-	c       client.WithWatch
-	key     types.NamespacedName
 	web     *httptest.Server
-	writes  atomic.Int64
 	decide  func(actionID string) (v1.ApprovalDecision, bool)
 	approve sync.Once
 }
 
-func attemptObject(attempt int32) *v1.RunAttempt {
-	return &v1.RunAttempt{
-		ObjectMeta: metav1.ObjectMeta{
-			Namespace: ns, Name: fmt.Sprintf("%s-%d", runName, attempt), Generation: 1,
-			Labels: map[string]string{v1.LabelRun: runName, v1.LabelAttempt: fmt.Sprint(attempt)},
-			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: v1.GroupVersion.String(), Kind: "ResearchRun", Name: runName, UID: "run-uid",
-				Controller: new(true), BlockOwnerDeletion: new(true),
-			}},
-		},
-		Spec: v1.RunAttemptSpec{
-			RunName: runName, Attempt: attempt, Goal: "compare vector databases",
-			RunPhase: v1.PhaseRunning,
-			Grant:    v1.Grant{ModelRequests: 20, ToolCalls: 30},
-			Mode:     v1.ModeAuto,
-			Policy: v1.PolicySnapshot{
-				Name: "default",
-				ResolvedChain: []v1.ResolvedInterceptor{
-					{Name: "auth", Class: v1.ClassSecurity, Role: v1.RoleAuthentication, Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: true},
-					{Name: "rate_limit", Class: v1.ClassResource, Role: v1.RoleIdentityConsumer, Phase: v1.InterceptorPre, Priority: 20, OnError: v1.PostureDeny, Veto: true},
-					{Name: "redact", Class: v1.ClassSecurity, Role: v1.RoleRedaction, Phase: v1.InterceptorPost, Priority: 50, OnError: v1.PostureDeny},
-					{Name: "audit", Class: v1.ClassObservability, Role: v1.RoleAudit, Phase: v1.InterceptorPost, Priority: 90, OnError: v1.PostureAllow, Buffered: true},
-				},
-				Tools: []v1.Tool{
-					{Name: ToolHTTPGet, Risk: v1.RiskLow, Effect: v1.EffectNone},
-					{Name: ToolNotesWrite, Risk: v1.RiskLow, Effect: v1.EffectWrite, Idempotent: true},
-					{Name: ToolReportPublish, Risk: v1.RiskHigh, Effect: v1.EffectExternal},
-				},
-				AutoApprove: []string{ToolNotesWrite},
-			},
-			HeartbeatInterval: &metav1.Duration{Duration: 10 * time.Second},
-		},
+// researchAttempt makes the test attempt the research agent's: the sample
+// policy's chain and tools, a grant of 20 model requests and 30 tool calls,
+// attempt number attempt.
+func researchAttempt(ra *v1.RunAttempt, attempt int32) {
+	ra.Labels[v1.LabelAttempt] = fmt.Sprint(attempt)
+	ra.Spec.Attempt = attempt
+	ra.Spec.Goal = "compare vector databases"
+	ra.Spec.Grant = v1.Grant{ModelRequests: 20, ToolCalls: 30}
+	ra.Spec.Policy.Name = "default"
+	ra.Spec.Policy.ResolvedChain = []v1.ResolvedInterceptor{
+		{Name: "auth", Class: v1.ClassSecurity, Role: v1.RoleAuthentication, Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: true},
+		{Name: "rate_limit", Class: v1.ClassResource, Role: v1.RoleIdentityConsumer, Phase: v1.InterceptorPre, Priority: 20, OnError: v1.PostureDeny, Veto: true},
+		{Name: "redact", Class: v1.ClassSecurity, Role: v1.RoleRedaction, Phase: v1.InterceptorPost, Priority: 50, OnError: v1.PostureDeny},
+		{Name: "audit", Class: v1.ClassObservability, Role: v1.RoleAudit, Phase: v1.InterceptorPost, Priority: 90, OnError: v1.PostureAllow, Buffered: true},
 	}
+	ra.Spec.Policy.Tools = []v1.Tool{
+		{Name: ToolHTTPGet, Risk: v1.RiskLow, Effect: v1.EffectNone},
+		{Name: ToolNotesWrite, Risk: v1.RiskLow, Effect: v1.EffectWrite, Idempotent: true},
+		{Name: ToolReportPublish, Risk: v1.RiskHigh, Effect: v1.EffectExternal},
+	}
+	ra.Spec.Policy.AutoApprove = []string{ToolNotesWrite}
 }
 
-func newWorld(t *testing.T, ra *v1.RunAttempt, objs ...client.Object) *world {
+// newWorld starts a world whose attempt is number 1, changed by mutate.
+func newWorld(t *testing.T, mutate func(*v1.RunAttempt), objs ...client.Object) *world {
 	t.Helper()
-	w := &world{t: t, g: NewWithT(t), key: client.ObjectKeyFromObject(ra)}
+	return newWorldWith(t, gatewaytest.Options{Mutate: mutate, Objects: objs})
+}
+
+func newWorldWith(t *testing.T, o gatewaytest.Options) *world {
+	t.Helper()
+	mutate := o.Mutate
+	o.Mutate = func(ra *v1.RunAttempt) {
+		researchAttempt(ra, 1)
+		if mutate != nil {
+			mutate(ra)
+		}
+	}
+	w := &world{Env: gatewaytest.Start(t, o), t: t, g: NewWithT(t)}
 	w.decide = func(string) (v1.ApprovalDecision, bool) { return v1.DecisionApprove, true }
-	w.c = fake.NewClientBuilder().
-		WithScheme(agent.Scheme()).
-		WithObjects(append([]client.Object{ra}, objs...)...).
-		WithStatusSubresource(&v1.RunAttempt{}).
-		WithInterceptorFuncs(interceptor.Funcs{
-			SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
-				err := c.SubResource(sub).Update(ctx, obj, opts...)
-				if err == nil {
-					w.writes.Add(1)
-				}
-				return err
-			},
-		}).
-		Build()
 	w.web = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		switch req.URL.Path {
 		case "/a":
@@ -132,47 +113,45 @@ func newWorld(t *testing.T, ra *v1.RunAttempt, objs ...client.Object) *world {
 }
 
 // user answers every action the agent awaits, as a user approving on the
-// ResearchRun would (the operator copies approvals onto the attempt).
+// ResearchRun would (the operator copies approvals onto the attempt, and
+// the gateway's informer sees them).
 func (w *world) user(ctx context.Context) {
 	w.approve.Do(func() {
-		watcher, err := w.c.Watch(ctx, &v1.RunAttemptList{}, client.InNamespace(ns))
-		w.g.Expect(err).NotTo(HaveOccurred())
+		gw := w.Gateway
 		go func() {
-			defer watcher.Stop()
+			tick := time.NewTicker(poll)
+			defer tick.Stop()
 			for {
 				select {
 				case <-ctx.Done():
 					return
-				case ev, ok := <-watcher.ResultChan():
-					if !ok {
-						return
-					}
-					ra, isRA := ev.Object.(*v1.RunAttempt)
-					if !isRA || ev.Type == watch.Deleted || ra.Name != w.key.Name || len(ra.Status.AwaitingApproval) == 0 {
-						continue
-					}
-					_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-						cur := &v1.RunAttempt{}
-						if err := w.c.Get(ctx, w.key, cur); err != nil {
-							return err
-						}
-						changed := false
-						for _, id := range ra.Status.AwaitingApproval {
-							answered := false
-							for _, a := range cur.Spec.Approvals {
-								answered = answered || a.ActionID == id
-							}
-							if d, ok := w.decide(id); ok && !answered {
-								cur.Spec.Approvals = append(cur.Spec.Approvals, v1.Approval{ActionID: id, Decision: d, Approver: "alice"})
-								changed = true
-							}
-						}
-						if !changed {
-							return nil
-						}
-						return w.c.Update(ctx, cur)
-					})
+				case <-tick.C:
 				}
+				_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+					cur := &v1.RunAttempt{}
+					if err := w.Client.Get(ctx, w.Key, cur); err != nil {
+						return err
+					}
+					changed := false
+					for _, id := range cur.Status.AwaitingApproval {
+						answered := false
+						for _, a := range cur.Spec.Approvals {
+							answered = answered || a.ActionID == id
+						}
+						if d, ok := w.decide(id); ok && !answered {
+							cur.Spec.Approvals = append(cur.Spec.Approvals, v1.Approval{ActionID: id, Decision: d, Approver: "alice"})
+							changed = true
+						}
+					}
+					if !changed {
+						return nil
+					}
+					if err := w.Client.Update(ctx, cur); err != nil {
+						return err
+					}
+					gw.Observe(cur)
+					return nil
+				})
 			}
 		}()
 	})
@@ -181,9 +160,7 @@ func (w *world) user(ctx context.Context) {
 func (w *world) config(script string) Config {
 	w.t.Helper()
 	cfg := Config{
-		Agent: agent.Config{
-			Client: w.c, Namespace: ns, RunAttempt: w.key.Name, FlushInterval: 10 * time.Millisecond,
-		},
+		Agent:         w.AgentConfig(),
 		Log:           testr.NewWithOptions(w.t, testr.Options{Verbosity: 1}),
 		HTTPAllowlist: []string{hostOf(w.web.URL)},
 		RetryBackoff:  time.Millisecond,
@@ -215,36 +192,20 @@ func (w *world) start(ctx context.Context, cfg Config) <-chan error {
 	return done
 }
 
-func (w *world) attempt() *v1.RunAttempt {
-	w.t.Helper()
-	ra := &v1.RunAttempt{}
-	w.g.Expect(w.c.Get(context.Background(), w.key, ra)).To(Succeed())
-	return ra
-}
-
-func (w *world) updateSpec(mutate func(*v1.RunAttemptSpec)) {
-	w.t.Helper()
-	w.g.Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		ra := &v1.RunAttempt{}
-		if err := w.c.Get(context.Background(), w.key, ra); err != nil {
-			return err
-		}
-		mutate(&ra.Spec)
-		return w.c.Update(context.Background(), ra)
-	})).To(Succeed())
-}
+func (w *world) status() v1.RunAttemptStatus { return w.Status() }
 
 func (w *world) report() *corev1.ConfigMap {
 	w.t.Helper()
 	cm := &corev1.ConfigMap{}
-	w.g.Expect(w.c.Get(context.Background(), types.NamespacedName{Namespace: ns, Name: runName + "-report"}, cm)).To(Succeed())
+	key := types.NamespacedName{Namespace: gatewaytest.Namespace, Name: gateway.ReportName(runName)}
+	w.g.Expect(w.Client.Get(context.Background(), key, cm)).To(Succeed())
 	return cm
 }
 
-func (w *world) index() Index {
+func (w *world) index() gateway.ReportIndex {
 	w.t.Helper()
-	var idx Index
-	w.g.Expect(json.Unmarshal([]byte(w.report().Data[IndexKey]), &idx)).To(Succeed())
+	var idx gateway.ReportIndex
+	w.g.Expect(json.Unmarshal([]byte(w.report().Data[gateway.ReportIndexKey]), &idx)).To(Succeed())
 	return idx
 }
 
@@ -260,4 +221,19 @@ func fault(s v1.RunAttemptStatus, scope v1.FaultScope, kind string) (v1.Fault, b
 		}
 	}
 	return v1.Fault{}, false
+}
+
+// requests is how many agent API and model requests the gateway served
+// (the attempt watch, a stream, is counted when it ends: not here).
+func (w *world) requests() float64 {
+	return w.Metric("agentrun_gateway_request_seconds", nil) - w.Metric("agentrun_gateway_request_seconds", map[string]string{"route": "watch"})
+}
+
+// hasFault returns a function reporting whether the status holds (scope,
+// kind), for Eventually.
+func (w *world) hasFault(scope v1.FaultScope, kind string) func() bool {
+	return func() bool {
+		_, ok := fault(w.status(), scope, kind)
+		return ok
+	}
 }

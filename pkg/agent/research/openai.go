@@ -20,9 +20,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/agentrun-dev/agentrun/pkg/textutil"
@@ -114,7 +117,7 @@ func chatCompletion(ctx context.Context, c openai.Client, req Request, turn *ups
 	}
 	out, err := c.Chat.Completions.New(ctx, params, opts...)
 	if err != nil {
-		return Response{}, err
+		return Response{}, classify(ctx, err)
 	}
 	if len(out.Choices) == 0 {
 		return Response{}, (&ProviderError{Kind: kindBadResponse, Retryable: true, Message: "response has no choices"}).Fault()
@@ -137,6 +140,20 @@ func chatCompletion(ctx context.Context, c openai.Client, req Request, turn *ups
 	}
 	resp.Finish = req.Purpose == PurposeStep && len(resp.ToolCalls) == 0
 	return resp, nil
+}
+
+// classify leaves the errors the SDK maps (the gateway's and provider's
+// answers, an unreachable gateway, the context's end) as they are, and
+// makes an answer that could not be read (a proxy's HTML page where JSON
+// was due) a retryable BadResponse rather than a fatal error.
+func classify(ctx context.Context, err error) error {
+	var oe *openai.Error
+	var ne net.Error
+	if errors.As(err, &oe) || errors.As(err, &ne) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, syscall.ECONNRESET) || ctx.Err() != nil {
+		return err
+	}
+	return (&ProviderError{Kind: kindBadResponse, Retryable: true, Message: err.Error()}).Fault()
 }
 
 // retryAfter is the pause a provider asked for (Retry-After), if any.

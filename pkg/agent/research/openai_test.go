@@ -31,13 +31,53 @@ import (
 	"time"
 
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 )
 
-// chatServer speaks the chat-completions wire format. Each request is
-// decoded, recorded and answered by answer (status, body).
+// oaRequest is a chat completion request as the provider receives it.
+type oaRequest struct {
+	Model    string      `json:"model"`
+	Messages []oaMessage `json:"messages"`
+	Tools    []struct {
+		Type     string `json:"type"`
+		Function struct {
+			Name        string         `json:"name"`
+			Description string         `json:"description"`
+			Parameters  map[string]any `json:"parameters"`
+		} `json:"function"`
+	} `json:"tools"`
+}
+
+type oaMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	ToolCallID string          `json:"tool_call_id"`
+	ToolCalls  []struct {
+		ID       string `json:"id"`
+		Type     string `json:"type"`
+		Function struct {
+			Name      string `json:"name"`
+			Arguments string `json:"arguments"`
+		} `json:"function"`
+	} `json:"tool_calls"`
+}
+
+// text is the message's content as a string ("" when absent or null).
+func (m oaMessage) text() string {
+	var s string
+	_ = json.Unmarshal(m.Content, &s)
+	return s
+}
+
+// chatServer is a provider behind the gateway: it speaks the
+// chat-completions wire format, records each request and answers it with
+// answer (status, headers, body).
 type chatServer struct {
 	*httptest.Server
 	mu       sync.Mutex
@@ -63,10 +103,13 @@ func newChatServer(t *testing.T, answer func(n int, req oaRequest) (int, http.He
 		s.requests = append(s.requests, req)
 		s.headers = append(s.headers, r.Header.Clone())
 		n := len(s.requests)
+		answer := s.answer
 		s.mu.Unlock()
-		status, hdr, body := s.answer(n, req)
+		status, hdr, body := answer(n, req)
 		maps.Copy(rw.Header(), hdr)
-		rw.Header().Set("Content-Type", "application/json")
+		if rw.Header().Get("Content-Type") == "" {
+			rw.Header().Set("Content-Type", "application/json")
+		}
 		rw.WriteHeader(status)
 		_, _ = io.WriteString(rw, body)
 	}))
@@ -78,6 +121,12 @@ func (s *chatServer) count() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.requests)
+}
+
+func (s *chatServer) setAnswer(answer func(n int, req oaRequest) (int, http.Header, string)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.answer = answer
 }
 
 func completion(content string, calls ...[2]string) string {
@@ -96,24 +145,59 @@ func completion(content string, calls ...[2]string) string {
 		finish = "tool_calls"
 	}
 	raw, _ := json.Marshal(map[string]any{
-		"id": "chatcmpl-1", "object": "chat.completion",
+		"id": "chatcmpl-1", "object": "chat.completion", "model": "gpt-test",
 		"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}},
 		"usage":   map[string]any{"prompt_tokens": 30, "completion_tokens": 12, "total_tokens": 42},
 	})
 	return string(raw)
 }
 
-// The provider sends the wire format (bearer key, function tools with
-// wire-safe names, assistant tool calls and tool answers) and maps tool
-// calls back to the agent's tool names.
+// gptModel serves model gpt-test from srv, with the provider key in a
+// Secret only the gateway reads.
+func gptModel(srv *chatServer) (func(*v1.RunAttempt), client.Object) {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "openai"},
+		Data: map[string][]byte{"key": []byte("sk-test\n")}}
+	return func(ra *v1.RunAttempt) {
+		ra.Spec.Policy.Models = append(ra.Spec.Policy.Models, v1.Model{
+			Name: "gpt-test", BaseURL: srv.URL + "/v1", UpstreamModel: "gpt-test-2026",
+			APIKeySecretRef: &v1.SecretKeyRef{Name: "openai", Key: "key"},
+		})
+	}, secret
+}
+
+// bare is mutate with no interceptor chain, for a bare SDK agent.
+func bare(mutate func(*v1.RunAttempt)) func(*v1.RunAttempt) {
+	return func(ra *v1.RunAttempt) {
+		mutate(ra)
+		ra.Spec.Policy.ResolvedChain = nil
+	}
+}
+
+// startAgent starts an SDK agent on the world's attempt.
+func (w *world) startAgent() (*agent.Agent, context.Context) {
+	w.t.Helper()
+	a, err := agent.New(w.AgentConfig())
+	w.g.Expect(err).NotTo(HaveOccurred())
+	ctx, err := a.Start(context.Background())
+	w.g.Expect(err).NotTo(HaveOccurred())
+	w.t.Cleanup(func() { _ = a.Close(context.Background()) })
+	return a, ctx
+}
+
+// The provider speaks the wire format through the gateway's model door:
+// the provider gets the gateway's provider key (never the agent's token),
+// function tools with wire-safe names, assistant tool calls and tool
+// answers; tool calls come back under the agent's tool names.
 func TestOpenAIToolCalls(t *testing.T) {
-	g := NewWithT(t)
 	srv := newChatServer(t, func(int, oaRequest) (int, http.Header, string) {
 		return 200, nil, completion("", [2]string{"report_publish", `{"section":"Summary","content":"text"}`},
 			[2]string{"http_get", `not json`})
 	})
-	p := &OpenAI{BaseURL: srv.URL + "/v1/", APIKey: "sk-test"}
-	resp, err := p.Complete(context.Background(), Request{
+	model, secret := gptModel(srv)
+	w := newWorld(t, bare(model), secret)
+	a, ctx := w.startAgent()
+	p := &OpenAI{Client: a.OpenAI()}
+	resp, err := p.Complete(ctx, Request{
 		Purpose: PurposeStep, Model: "gpt-test",
 		Tools: []ToolSpec{{Name: "report.publish", Description: "publish"}, {Name: "http.get"}},
 		Messages: []Message{
@@ -122,41 +206,64 @@ func TestOpenAIToolCalls(t *testing.T) {
 			{Role: "tool", ToolCallID: "call_0", Content: "page"},
 		},
 	})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resp.Tokens).To(Equal(int64(42)))
-	g.Expect(resp.Finish).To(BeFalse())
-	g.Expect(resp.ToolCalls).To(HaveLen(2))
-	g.Expect(resp.ToolCalls[0]).To(Equal(ToolCall{ID: "call_0", Name: "report.publish", Args: map[string]any{"section": "Summary", "content": "text"}}))
-	g.Expect(resp.ToolCalls[1].Name).To(Equal("http.get"))
-	g.Expect(resp.ToolCalls[1].Args).To(HaveKey("_invalid_json"), "the tool sees and refuses bad arguments")
+	w.g.Expect(err).NotTo(HaveOccurred())
+	w.g.Expect(resp.Tokens).To(Equal(int64(42)))
+	w.g.Expect(resp.Finish).To(BeFalse())
+	w.g.Expect(resp.ToolCalls).To(HaveLen(2))
+	w.g.Expect(resp.ToolCalls[0]).To(Equal(ToolCall{ID: "call_0", Name: "report.publish", Args: map[string]any{"section": "Summary", "content": "text"}}))
+	w.g.Expect(resp.ToolCalls[1].Name).To(Equal("http.get"))
+	w.g.Expect(resp.ToolCalls[1].Args).To(HaveKey("_invalid_json"), "the tool sees and refuses bad arguments")
 
+	w.g.Expect(srv.count()).To(Equal(1))
 	req := srv.requests[0]
-	g.Expect(srv.headers[0].Get("Authorization")).To(Equal("Bearer sk-test"))
-	g.Expect(req.Model).To(Equal("gpt-test"))
-	g.Expect(req.ToolChoice).To(Equal("auto"))
-	g.Expect(req.Tools).To(HaveLen(2))
-	g.Expect(req.Tools[0].Type).To(Equal("function"))
-	g.Expect(req.Tools[0].Function.Name).To(Equal("report_publish"))
-	g.Expect(req.Tools[0].Function.Parameters).To(HaveKeyWithValue("type", "object"))
-	g.Expect(req.Messages[1].Content).To(BeNil(), "an assistant message with only tool calls has null content")
-	g.Expect(req.Messages[1].ToolCalls[0].Function.Name).To(Equal("http_get"))
-	g.Expect(req.Messages[1].ToolCalls[0].Function.Arguments).To(Equal(`{"url":"u"}`))
-	g.Expect(req.Messages[2].ToolCallID).To(Equal("call_0"))
+	w.g.Expect(srv.headers[0].Get("Authorization")).To(Equal("Bearer sk-test"), "the provider key, not the pod's token")
+	w.g.Expect(req.Model).To(Equal("gpt-test-2026"), "the policy's upstream model id")
+	w.g.Expect(req.Tools).To(HaveLen(2))
+	w.g.Expect(req.Tools[0].Type).To(Equal("function"))
+	w.g.Expect(req.Tools[0].Function.Name).To(Equal("report_publish"))
+	w.g.Expect(req.Tools[0].Function.Description).To(Equal("publish"))
+	w.g.Expect(req.Tools[0].Function.Parameters).To(HaveKeyWithValue("type", "object"))
+	w.g.Expect(req.Tools[1].Function.Name).To(Equal("http_get"))
+	w.g.Expect(req.Messages).To(HaveLen(3))
+	w.g.Expect(req.Messages[0].text()).To(Equal("be brief"))
+	w.g.Expect(req.Messages[1].Role).To(Equal("assistant"))
+	w.g.Expect(req.Messages[1].text()).To(BeEmpty(), "an assistant message with only tool calls has no content")
+	w.g.Expect(req.Messages[1].ToolCalls[0].ID).To(Equal("call_0"))
+	w.g.Expect(req.Messages[1].ToolCalls[0].Type).To(Equal("function"))
+	w.g.Expect(req.Messages[1].ToolCalls[0].Function.Name).To(Equal("http_get"))
+	w.g.Expect(req.Messages[1].ToolCalls[0].Function.Arguments).To(Equal(`{"url":"u"}`))
+	w.g.Expect(req.Messages[2].Role).To(Equal("tool"))
+	w.g.Expect(req.Messages[2].ToolCallID).To(Equal("call_0"))
+	w.g.Expect(req.Messages[2].text()).To(Equal("page"))
 
 	// No tool calls on a step: the model is done.
-	srv.answer = func(int, oaRequest) (int, http.Header, string) {
+	srv.setAnswer(func(int, oaRequest) (int, http.Header, string) {
 		return 200, nil, completion("All sections are published.")
-	}
-	resp, err = p.Complete(context.Background(), Request{Purpose: PurposeStep, Model: "gpt-test"})
-	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(resp.Finish).To(BeTrue())
-	g.Expect(resp.Content).To(Equal("All sections are published."))
+	})
+	resp, err = p.Complete(ctx, Request{Purpose: PurposeStep, Model: "gpt-test", Messages: []Message{{Role: "user", Content: "go"}}})
+	w.g.Expect(err).NotTo(HaveOccurred())
+	w.g.Expect(resp.Finish).To(BeTrue())
+	w.g.Expect(resp.Content).To(Equal("All sections are published."))
+	w.g.Eventually(func() v1.Usage { return w.status().Usage }, wait, poll).Should(Equal(v1.Usage{ModelRequests: 2, Tokens: 84}))
 }
 
-// Errors are classified retryable or fatal, with the provider's message and
-// Retry-After, and carried as the SDK's FaultError.
+// Provider errors come back through the gateway (status, body,
+// Retry-After) and are classified retryable or fatal, as the SDK's
+// FaultError; the gateway counts each as a model request and a Provider
+// fault.
 func TestOpenAIErrors(t *testing.T) {
-	for _, tc := range []struct {
+	srv := newChatServer(t, nil)
+	model, secret := gptModel(srv)
+	w := newWorld(t, bare(model), secret)
+	a, ctx := w.startAgent()
+	p := &OpenAI{Client: a.OpenAI()}
+	ask := func() error {
+		return a.ModelRequest(ctx, "gpt-test", func(ctx context.Context) error {
+			_, err := p.Complete(ctx, Request{Purpose: PurposeStep, Model: "gpt-test", Messages: []Message{{Role: "user", Content: "go"}}})
+			return err
+		})
+	}
+	for i, tc := range []struct {
 		status     int
 		header     http.Header
 		body       string
@@ -165,46 +272,54 @@ func TestOpenAIErrors(t *testing.T) {
 		retryAfter time.Duration
 	}{
 		{429, http.Header{"Retry-After": {"3"}}, `{"error":{"message":"Rate limit reached","type":"requests"}}`, "RateLimited", true, 3 * time.Second},
+		{429, nil, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, "InsufficientQuota", true, 0},
 		{500, nil, `{"error":{"message":"oops"}}`, "ServerError", true, 0},
-		{503, nil, `upstream down`, "Unavailable", true, 0},
-		{408, nil, ``, "Timeout", true, 0},
+		{503, nil, `upstream down`, "ServerError", true, 0},
+		{408, nil, `{"error":{"message":"took too long"}}`, "Timeout", true, 0},
 		{401, nil, `{"error":{"message":"Incorrect API key provided"}}`, "Unauthorized", false, 0},
 		{400, nil, `{"error":{"message":"bad tool schema"}}`, "InvalidRequest", false, 0},
 		{404, nil, `{"error":{"message":"model not found"}}`, "NotFound", false, 0},
-		{200, nil, `<html>proxy error</html>`, "BadResponse", true, 0},
-		{200, nil, `{"choices":[]}`, "BadResponse", true, 0},
+		{200, http.Header{"Content-Type": {"text/html"}}, `<html>proxy error</html>`, "BadResponse", true, 0},
+		{200, nil, `{"id":"x","object":"chat.completion","choices":[]}`, "BadResponse", true, 0},
 	} {
 		t.Run(fmt.Sprintf("%d-%s", tc.status, tc.kind), func(t *testing.T) {
 			g := NewWithT(t)
-			srv := newChatServer(t, func(int, oaRequest) (int, http.Header, string) { return tc.status, tc.header, tc.body })
-			_, err := (&OpenAI{BaseURL: srv.URL + "/v1"}).Complete(context.Background(), Request{Purpose: PurposeStep, Model: "m"})
+			srv.setAnswer(func(int, oaRequest) (int, http.Header, string) { return tc.status, tc.header, tc.body })
+			err := ask()
 			var fe *agent.FaultError
-			g.Expect(errors.As(err, &fe)).To(BeTrue())
+			g.Expect(errors.As(err, &fe)).To(BeTrue(), "%v", err)
 			g.Expect(fe.Kind).To(Equal(tc.kind))
 			g.Expect(fe.Retryable).To(Equal(tc.retryable))
-			var pe *ProviderError
-			g.Expect(errors.As(err, &pe)).To(BeTrue())
-			g.Expect(pe.RetryAfter).To(Equal(tc.retryAfter))
+			g.Expect(agent.IsRefusal(err)).To(BeFalse())
+			g.Expect(retryAfter(err)).To(Equal(tc.retryAfter))
 			if strings.Contains(tc.body, `"message"`) {
-				var body oaError
+				var body struct {
+					Error struct {
+						Message string `json:"message"`
+					} `json:"error"`
+				}
 				_ = json.Unmarshal([]byte(tc.body), &body)
 				g.Expect(err.Error()).To(ContainSubstring(body.Error.Message))
+			}
+			g.Expect(srv.count()).To(Equal(i + 1))
+			g.Eventually(func() int64 { return w.status().Usage.ModelRequests }, wait, poll).Should(Equal(int64(i+1)),
+				"every dispatched request counts, a failed one too")
+			if tc.status != 200 {
+				g.Eventually(w.hasFault(v1.FaultScopeProvider, tc.kind), wait, poll).Should(BeTrue(), "the gateway records the same kind")
 			}
 		})
 	}
 
-	g := NewWithT(t)
-	srv := newChatServer(t, nil)
-	srv.Close()
-	_, err := (&OpenAI{BaseURL: srv.URL + "/v1"}).Complete(context.Background(), Request{Model: "m"})
+	// The gateway cannot be reached (a restart): retryable.
+	w.Crash()
+	err := ask()
 	var fe *agent.FaultError
-	g.Expect(errors.As(err, &fe)).To(BeTrue())
-	g.Expect(fe.Kind).To(Equal("Unavailable"))
-	g.Expect(fe.Retryable).To(BeTrue())
+	w.g.Expect(errors.As(err, &fe)).To(BeTrue(), "%v", err)
+	w.g.Expect(fe.Retryable).To(BeTrue())
 }
 
 // fakeModel answers like a small model: a plan, a note, a publication,
-// then done; the first step request fails twice with 503.
+// then done; the first step request fails failFirstStep times with 503.
 func fakeModel(failFirstStep int) func(n int, req oaRequest) (int, http.Header, string) {
 	var mu sync.Mutex
 	failures := 0
@@ -212,7 +327,7 @@ func fakeModel(failFirstStep int) func(n int, req oaRequest) (int, http.Header, 
 		mu.Lock()
 		defer mu.Unlock()
 		last := req.Messages[len(req.Messages)-1]
-		if last.Content != nil && strings.Contains(*last.Content, "JSON array") {
+		if strings.Contains(last.text(), "JSON array") {
 			return 200, nil, completion(`["Summary"]`)
 		}
 		assistants := 0
@@ -235,48 +350,51 @@ func fakeModel(failFirstStep int) func(n int, req oaRequest) (int, http.Header, 
 	}
 }
 
-// The research loop on the OpenAI-compatible provider: retries with
-// backoff, each retry a model request counted against the grant.
+// The research loop on the OpenAI-compatible provider, through the
+// gateway: tool calls under wire names run as the agent's tools, retries
+// back off, and every try is a model request the gateway counted.
 func TestRunOpenAIRetries(t *testing.T) {
 	srv := newChatServer(t, fakeModel(2))
-	w := newWorld(t, attemptObject(1))
+	model, secret := gptModel(srv)
+	w := newWorld(t, model, secret)
 	cfg := w.config("")
-	cfg.ProviderName, cfg.BaseURL, cfg.Model, cfg.APIKey = ProviderOpenAI, srv.URL+"/v1", "gpt-test", "sk-test"
+	cfg.ProviderName, cfg.Model = ProviderOpenAI, "gpt-test"
 	w.g.Expect(w.run(cfg)).To(Succeed())
 
-	s := w.attempt().Status
-	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(srv.count())), "every HTTP request is a counted model request")
+	s := w.status()
 	w.g.Expect(srv.count()).To(Equal(1 + 3 + 2)) // plan, first step ×3, publish step, done
-	f, ok := fault(s, v1.FaultScopeProvider, "Unavailable")
+	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(srv.count())), "every HTTP request is a counted model request")
+	f, ok := fault(s, v1.FaultScopeProvider, "ServerError")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Count).To(Equal(int64(2)))
+	w.g.Expect(f.Retryable).To(BeTrue())
 	w.g.Expect(s.Usage.Tokens).To(Equal(int64(42 * 4)))
+	w.g.Expect(s.Usage.ToolCalls).To(Equal(int64(2)))
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("01-summary.md", "Raft wins."))
 }
 
-// Retries respect the grant: once it is used up the next try is refused
-// locally and never reaches the provider.
+// Retries respect the grant: once it is used up the next try is refused by
+// the gateway and never reaches the provider.
 func TestRunOpenAIRetriesRespectGrant(t *testing.T) {
 	srv := newChatServer(t, func(int, oaRequest) (int, http.Header, string) { return 503, nil, `{"error":{"message":"down"}}` })
-	ra := attemptObject(1)
-	ra.Spec.Grant = v1.Grant{ModelRequests: 2, ToolCalls: 5}
-	w := newWorld(t, ra)
+	model, secret := gptModel(srv)
+	w := newWorld(t, func(ra *v1.RunAttempt) {
+		model(ra)
+		ra.Spec.Grant = v1.Grant{ModelRequests: 2, ToolCalls: 5}
+	}, secret)
 	cfg := w.config("")
-	cfg.ProviderName, cfg.BaseURL, cfg.Model = ProviderOpenAI, srv.URL+"/v1", "gpt-test"
+	cfg.ProviderName, cfg.Model = ProviderOpenAI, "gpt-test"
 	cfg.MaxRetries = 5
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := w.start(ctx, cfg)
-	w.g.Eventually(func() bool {
-		_, ok := fault(w.attempt().Status, v1.FaultScopeAgent, "GrantExhausted")
-		return ok
-	}, wait, poll).Should(BeTrue())
+	w.g.Eventually(w.hasFault(v1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(BeTrue())
 	w.g.Expect(srv.count()).To(Equal(2))
-	w.g.Expect(w.attempt().Status.Usage.ModelRequests).To(Equal(int64(2)))
+	w.g.Expect(w.status().Usage.ModelRequests).To(Equal(int64(2)))
 
 	// The operator ends the run (no reserve): the agent exits cleanly.
-	w.updateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
+	w.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
 	w.g.Expect(srv.count()).To(Equal(2))
 }

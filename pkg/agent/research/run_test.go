@@ -22,16 +22,18 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 )
 
@@ -57,11 +59,13 @@ turns:
   advice: [{source: reviewer, kind: Continue}]
 `
 
-// A normal run: plan, research, notes, publish every section into the
-// report ConfigMap (owned by the run), propose finish, settle Complete. The
-// reviewer's "continue" after the finish is recorded, not obeyed.
+// A normal run through the gateway: plan, research, notes, publish every
+// section (the gateway writes the report ConfigMap, owned by the run),
+// propose finish, settle Complete. Every model request went to the scripted
+// upstream as the policy's model; the reviewer's "continue" after the
+// finish is recorded, not obeyed.
 func TestRunCompletes(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	w.g.Expect(w.run(w.config(normalScript))).To(Succeed())
 
 	cm := w.report()
@@ -70,12 +74,12 @@ func TestRunCompletes(t *testing.T) {
 	w.g.Expect(cm.OwnerReferences[0].Kind).To(Equal("ResearchRun"))
 	w.g.Expect(cm.Data).To(HaveKeyWithValue("01-background.md", "Alpha uses Raft."))
 	w.g.Expect(cm.Data).To(HaveKeyWithValue("02-findings.md", "Beta is asynchronous."))
-	w.g.Expect(w.index().Sections).To(Equal([]IndexEntry{
+	w.g.Expect(w.index().Sections).To(Equal([]gateway.ReportIndexEntry{
 		{Name: "Background", Key: "01-background.md", Published: true},
 		{Name: "Findings", Key: "02-findings.md", Published: true},
 	}))
 
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.FinishProposed).To(BeTrue())
 	w.g.Expect(s.Publication).To(Equal(v1.Publication{
 		BlocksPlanned: 2, BlocksCommitted: 2, Settlement: v1.SettlementComplete, Settled: true, Location: "configmap/survey-report",
@@ -89,12 +93,14 @@ func TestRunCompletes(t *testing.T) {
 	w.g.Expect(s.Faults).To(BeEmpty())
 	w.g.Expect(s.Checkpoint).To(ContainSubstring(`"published":["Background","Findings"]`))
 	w.g.Expect(s.Calls).To(HaveLen(6))
+	w.g.Expect(w.Upstream.Models()).To(HaveLen(5))
+	w.g.Expect(w.Upstream.Models()).To(HaveEach(gatewaytest.Model), "no Degrade directive: the model asked for")
 }
 
 // Some sections published, one only from the notes at finalization, one
 // never: Partial, with the count of what the ConfigMap actually holds.
 func TestRunSettlesPartial(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	err := w.run(w.config(`
 plan: [Architecture, Replication, Costs]
 turns:
@@ -108,9 +114,9 @@ turns:
 	w.g.Expect(cm.Data).To(HaveKey("01-architecture.md"))
 	w.g.Expect(cm.Data).To(HaveKeyWithValue("02-replication.md", "raft everywhere"), "published from the notes")
 	w.g.Expect(cm.Data).NotTo(HaveKey("03-costs.md"))
-	w.g.Expect(w.index().Sections[2]).To(Equal(IndexEntry{Name: "Costs", Key: "03-costs.md", Published: false}))
+	w.g.Expect(w.index().Sections[2]).To(Equal(gateway.ReportIndexEntry{Name: "Costs", Key: "03-costs.md", Published: false}))
 
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementPartial))
 	w.g.Expect(s.Publication.BlocksCommitted).To(Equal(int32(2)))
 	w.g.Expect(s.Publication.BlocksPlanned).To(Equal(int32(3)))
@@ -120,7 +126,7 @@ turns:
 // A denied publication is a local refusal: the run settles with what the
 // ConfigMap holds.
 func TestRunSettlesNoneWhenPublicationDenied(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	w.decide = func(id string) (v1.ApprovalDecision, bool) { return v1.DecisionDeny, true }
 	err := w.run(w.config(`
 plan: [Summary]
@@ -129,7 +135,7 @@ turns:
 - finish: true
 `))
 	w.g.Expect(err).NotTo(HaveOccurred())
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementNone))
 	w.g.Expect(s.Publication.Settled).To(BeTrue())
 	f, ok := fault(s, v1.FaultScopeAgent, "ApprovalDenied")
@@ -141,17 +147,19 @@ turns:
 // recovers the plan and what was published from the report ConfigMap, does
 // no research, publishes the rest and settles.
 func TestRunFinalizeOnlyAttempt(t *testing.T) {
-	ra := attemptObject(2)
-	ra.Spec.RunPhase = v1.PhaseFinalizing
-	ra.Spec.Grant = v1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}
 	existing := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: runName + "-report", Labels: map[string]string{v1.LabelRun: runName}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: gateway.ReportName(runName),
+			Labels: map[string]string{v1.LabelRun: runName}},
 		Data: map[string]string{
-			"01-background.md": "Alpha uses Raft.",
-			IndexKey:           `{"run":"survey","sections":[{"name":"Background","key":"01-background.md","published":true},{"name":"Findings","key":"02-findings.md","published":false}]}`,
+			"01-background.md":     "Alpha uses Raft.",
+			gateway.ReportIndexKey: `{"run":"survey","sections":[{"name":"Background","key":"01-background.md","published":true},{"name":"Findings","key":"02-findings.md","published":false}]}`,
 		},
 	}
-	w := newWorld(t, ra, existing)
+	w := newWorld(t, func(ra *v1.RunAttempt) {
+		researchAttempt(ra, 2)
+		ra.Spec.RunPhase = v1.PhaseFinalizing
+		ra.Spec.Grant = v1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}
+	}, existing)
 	cfg := w.config(`
 turns:
 - tools: [{name: http.get, args: {url: WEB/a}}]
@@ -170,21 +178,21 @@ finalize:
 	}
 	w.g.Expect(purposes).To(Equal([]Purpose{PurposeFinalize}), "no planning, no research turn")
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("02-findings.md", "Beta is asynchronous."))
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
 	w.g.Expect(s.FinishProposed).To(BeFalse())
 	f, ok := fault(s, v1.FaultScopeAgent, "FinalizeOnly")
 	w.g.Expect(ok).To(BeTrue(), "research is refused while finalizing")
 	w.g.Expect(f.LastMessage).To(ContainSubstring("http.get"))
 	w.g.Expect(s.Usage).To(Equal(v1.Usage{ModelRequests: 1, ToolCalls: 1}))
+	w.g.Expect(w.Upstream.Requests.Load()).To(Equal(int64(1)))
 }
 
-// The working grant runs out: the agent is refused locally, waits for the
-// operator, and finalizes from the reserve once the run is Finalizing.
+// The working grant runs out: the gateway refuses, the agent waits for the
+// operator (a refusal is not a failure), and finalizes from the reserve
+// once the run is Finalizing.
 func TestRunGrantExhaustedThenFinalizes(t *testing.T) {
-	ra := attemptObject(1)
-	ra.Spec.Grant = v1.Grant{ModelRequests: 3, ToolCalls: 10}
-	w := newWorld(t, ra)
+	w := newWorld(t, func(ra *v1.RunAttempt) { ra.Spec.Grant = v1.Grant{ModelRequests: 3, ToolCalls: 10} })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := w.start(ctx, w.config(`
@@ -194,28 +202,28 @@ turns:
 - tools: [{name: notes.write, args: {section: Findings, text: "beta"}}]
 - tools: [{name: report.publish, args: {section: Background, content: "never reached"}}]
 `))
-	w.g.Eventually(func() bool {
-		_, ok := fault(w.attempt().Status, v1.FaultScopeAgent, "GrantExhausted")
-		return ok
-	}, wait, poll).Should(BeTrue())
+	w.g.Eventually(w.hasFault(v1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(BeTrue())
 	w.g.Consistently(done, 50*time.Millisecond).ShouldNot(Receive(), "a refusal is not a failure: the agent waits")
-	w.g.Expect(w.attempt().Status.Usage.ModelRequests).To(Equal(int64(3)))
+	w.g.Expect(w.status().Usage.ModelRequests).To(Equal(int64(3)))
+	w.g.Expect(w.Upstream.Requests.Load()).To(Equal(int64(3)), "the refused request never reached the provider")
 
-	w.updateSpec(func(s *v1.RunAttemptSpec) {
+	w.UpdateSpec(func(s *v1.RunAttemptSpec) {
 		s.RunPhase = v1.PhaseFinalizing
 		s.Grant = v1.Grant{ModelRequests: 5, ToolCalls: 12, FinalizeOnly: true}
 	})
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("01-background.md", "alpha"))
+	w.g.Expect(w.report().Data).To(HaveKeyWithValue("02-findings.md", "beta"))
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(4)), "one finalization request from the reserve")
 }
 
-// Retryable provider errors are retried (each retry a model request) and
-// counted as local faults; the run completes.
+// Retryable provider errors are retried; each try is a model request the
+// gateway dispatched and counted, and each failure a Provider fault it
+// recorded; the run completes.
 func TestRunRetriesProviderErrors(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	err := w.run(w.config(`
 plan: [Summary]
 turns:
@@ -224,33 +232,38 @@ turns:
 - finish: true
 `))
 	w.g.Expect(err).NotTo(HaveOccurred())
-	s := w.attempt().Status
+	s := w.status()
 	f, ok := fault(s, v1.FaultScopeProvider, "RateLimited")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Count).To(Equal(int64(2)))
 	w.g.Expect(f.Retryable).To(BeTrue())
 	w.g.Expect(f.Escalated).To(BeFalse())
+	w.g.Expect(f.LastMessage).To(ContainSubstring("429 slow down"))
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(5)), "plan + 3 tries + finish")
+	w.g.Expect(w.Upstream.Requests.Load()).To(Equal(int64(5)), "every try reached the provider")
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
 }
 
 // A fatal provider error is escalated (the operator treats the attempt as
 // failed) and Run fails.
 func TestRunEscalatesFatalProviderError(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	err := w.run(w.config(`
 planError: {kind: Unauthorized, message: "invalid api key", status: 401}
 `))
 	w.g.Expect(err).To(MatchError(ContainSubstring("fatal model provider error")))
-	f, ok := fault(w.attempt().Status, v1.FaultScopeProvider, "Unauthorized")
+	f, ok := fault(w.status(), v1.FaultScopeProvider, "Unauthorized")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Escalated).To(BeTrue())
+	w.g.Expect(f.Retryable).To(BeFalse())
 	w.g.Expect(f.LastMessage).To(ContainSubstring("invalid api key"))
+	w.g.Expect(w.status().Usage.ModelRequests).To(Equal(int64(1)), "not retried")
 }
 
-// Tool failures are local faults; the loop goes on.
+// Tool failures are local faults (reported with the calls' outcomes); the
+// loop goes on.
 func TestRunToolFailures(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	err := w.run(w.config(`
 plan: [Summary]
 turns:
@@ -262,34 +275,57 @@ turns:
 - finish: true
 `))
 	w.g.Expect(err).NotTo(HaveOccurred())
-	s := w.attempt().Status
+	s := w.status()
 	for _, kind := range []string{"Timeout", "HTTP404", "HostNotAllowed"} {
-		_, ok := fault(s, v1.FaultScopeTool, kind)
+		f, ok := fault(s, v1.FaultScopeTool, kind)
 		w.g.Expect(ok).To(BeTrue(), kind)
+		w.g.Expect(f.Escalated).To(BeFalse(), kind)
 	}
+	f, _ := fault(s, v1.FaultScopeTool, "Timeout")
+	w.g.Expect(f.Retryable).To(BeTrue())
+	w.g.Expect(f.LastMessage).To(ContainSubstring("deadline exceeded"))
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
 }
 
-// A crash at turn k exits the process (137) without writing anything more.
+// A crash at turn k exits the process (137) without sending anything more.
+// With no Exit (in-process), Run returns ErrCrashed as a killed process
+// would end. A replacement attempt plays the script again; a crash limited
+// to attempt 1 does not fire.
 func TestRunCrashAtTurn(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
-	cfg := w.config(`
+	script := `
 plan: [Summary]
 turns:
 - tools: [{name: notes.write, args: {section: Summary, text: "a"}}]
 - crash: {exitCode: 137}
 - finish: true
-`)
+`
+	w := newWorld(t, func(ra *v1.RunAttempt) {
+		ra.Spec.HeartbeatInterval = &metav1.Duration{Duration: time.Second} // a heartbeat every 500ms
+	})
+	cfg := w.config(script)
 	var code int
 	cfg.Exit = func(c int) { code = c }
 	w.g.Expect(w.run(cfg)).To(MatchError(ErrCrashed))
 	w.g.Expect(code).To(Equal(137))
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.FinishProposed).To(BeFalse())
 	w.g.Expect(s.Publication.Settled).To(BeFalse())
+	w.g.Eventually(func() int64 { return w.status().Steps }, wait, poll).Should(Equal(int64(2)), "plan + the first turn")
+	// Once what was in flight at the crash is answered, nothing more comes:
+	// not even a heartbeat (a live agent sends one at least every 500ms).
+	w.g.Eventually(func(g Gomega) {
+		before := w.requests()
+		g.Consistently(w.requests, 600*time.Millisecond, 10*time.Millisecond).Should(Equal(before), "a crashed agent sends nothing more")
+	}, wait, poll).Should(Succeed())
+	w.g.Expect(w.status().Steps).To(Equal(int64(2)))
 
-	// The replacement attempt plays the script again; the crash is only for attempt 1.
-	w2 := newWorld(t, attemptObject(2))
+	w = newWorld(t, nil)
+	cfg = w.config(script)
+	cfg.Exit = nil
+	w.g.Expect(w.run(cfg)).To(MatchError(ErrCrashed))
+	w.g.Expect(w.status().FinishProposed).To(BeFalse())
+
+	w2 := newWorld(t, func(ra *v1.RunAttempt) { researchAttempt(ra, 2) })
 	cfg2 := w2.config(`
 plan: [Summary]
 turns:
@@ -298,14 +334,14 @@ turns:
 - finish: true
 `)
 	w2.g.Expect(w2.run(cfg2)).To(Succeed())
-	w2.g.Expect(w2.attempt().Status.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w2.g.Expect(w2.status().Publication.Settlement).To(Equal(v1.SettlementComplete))
 }
 
 // A crash while a side-effecting call is in flight leaves its write-ahead
 // record on the RunAttempt (the operator's evidence that the effect's
 // outcome is unknown) and the effect undone.
 func TestRunCrashWithSideEffectInFlight(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	cfg := w.config(`
 plan: [Summary]
 turns:
@@ -315,21 +351,20 @@ turns:
 	cfg.Exit = func(c int) { code = c }
 	w.g.Expect(w.run(cfg)).To(MatchError(ErrCrashed))
 	w.g.Expect(code).To(Equal(137))
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.InFlight).To(ConsistOf(And(
 		HaveField("Tool", ToolReportPublish),
 		HaveField("Effect", v1.EffectExternal),
 		HaveField("IdempotencyKey", ""), // not idempotent per the catalogue: unsafe to replay
 	)))
-	cm := &corev1.ConfigMap{}
-	err := w.c.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: runName + "-report"}, cm)
-	w.g.Expect(err).To(HaveOccurred(), "the effect never happened")
+	w.g.Expect(w.report().Data).NotTo(HaveKey("01-summary.md"), "the effect never happened")
+	w.g.Expect(w.index().Sections).To(ConsistOf(HaveField("Published", false)))
 }
 
 // A loop of identical calls shows in status.calls; turns without progress
 // leave lastProgressStep behind steps.
 func TestRunRepeatedCallsAndNoProgress(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	err := w.run(w.config(`
 plan: [Summary]
 turns:
@@ -341,17 +376,17 @@ turns:
 - finish: true
 `))
 	w.g.Expect(err).NotTo(HaveOccurred())
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.Calls[0].Tool).To(Equal(ToolHTTPGet))
 	w.g.Expect(s.Calls[0].Count).To(Equal(int64(4)))
 	w.g.Expect(s.Steps).To(Equal(int64(1 + 4 + 3 + 2)))
 	w.g.Expect(s.LastProgressStep).To(Equal(int64(1 + 4 + 3 + 1)))
 }
 
-// Terminated while waiting for an approval: the context ends and Run
-// returns cleanly.
+// Terminated while waiting for an approval: the gateway ends the wait, the
+// context ends and Run returns cleanly.
 func TestRunStopsWhenTerminated(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	w.decide = func(string) (v1.ApprovalDecision, bool) { return "", false } // nobody answers
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -360,17 +395,19 @@ plan: [Summary]
 turns:
 - tools: [{name: report.publish, args: {section: Summary, content: "x"}}]
 `))
-	w.g.Eventually(func() []string { return w.attempt().Status.AwaitingApproval }, wait, poll).Should(HaveLen(1))
-	w.updateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
+	w.g.Eventually(func() []string { return w.status().AwaitingApproval }, wait, poll).Should(HaveLen(1))
+	w.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
+	w.g.Expect(w.status().Usage.ToolCalls).To(BeZero(), "the awaited call was never dispatched")
 }
 
-// A hang freezes the agent: no more writes (so the operator's heartbeat
-// timeout fires) until the process is stopped.
+// A hang freezes the agent: no more requests reach the gateway (no
+// heartbeats, no facts: so the operator's heartbeat timeout fires) until the
+// process is stopped.
 func TestRunHang(t *testing.T) {
-	ra := attemptObject(1)
-	ra.Spec.HeartbeatInterval = &metav1.Duration{Duration: 20 * time.Millisecond}
-	w := newWorld(t, ra)
+	w := newWorld(t, func(ra *v1.RunAttempt) {
+		ra.Spec.HeartbeatInterval = &metav1.Duration{Duration: 20 * time.Millisecond}
+	})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := w.start(ctx, w.config(`
@@ -379,23 +416,25 @@ turns:
 - tools: [{name: notes.write, args: {section: Summary, text: "a"}}]
 - hang: {}
 `))
-	w.g.Eventually(func() int64 { return w.attempt().Status.Usage.ToolCalls }, wait, poll).Should(Equal(int64(1)))
-	// A live agent heartbeats every 20ms: five silent intervals mean frozen.
+	w.g.Eventually(func() int64 { return w.status().Usage.ToolCalls }, wait, poll).Should(Equal(int64(1)))
+	// A live agent sends a heartbeat at least every 500ms.
 	w.g.Eventually(func(g Gomega) {
-		before := w.writes.Load()
-		g.Consistently(w.writes.Load, 100*time.Millisecond, poll).Should(Equal(before))
+		before, writes := w.requests(), w.Writes.Load()
+		g.Consistently(w.requests, 1200*time.Millisecond, 10*time.Millisecond).Should(Equal(before))
+		g.Expect(w.Writes.Load()).To(Equal(writes))
 	}, wait, poll).Should(Succeed())
 	w.g.Expect(done).NotTo(Receive(), "frozen until stopped")
 	cancel()
 	w.g.Eventually(done, wait).Should(Receive(MatchError(ErrHung)))
 }
 
-// Directives reach the loop: Degrade switches to the cheaper model and
-// drops the fetching tool; Compress compacts the conversation.
+// Directives reach the loop: under Degrade the gateway serves the policy's
+// degraded model (the upstream is asked for scripted-small-v2) and the
+// agent drops the fetching tool; Compress compacts the conversation.
 func TestRunObeysDirectives(t *testing.T) {
-	ra := attemptObject(1)
-	ra.Spec.Directives = []v1.Directive{{Type: v1.DirectiveDegrade, Gate: v1.GateBudget}, {Type: v1.DirectiveCompress, Gate: v1.GateBudget}}
-	w := newWorld(t, ra)
+	w := newWorld(t, func(ra *v1.RunAttempt) {
+		ra.Spec.Directives = []v1.Directive{{Type: v1.DirectiveDegrade, Gate: v1.GateBudget}, {Type: v1.DirectiveCompress, Gate: v1.GateBudget}}
+	})
 	cfg := w.config(`
 plan: [Summary]
 turns:
@@ -405,13 +444,14 @@ turns:
 - tools: [{name: report.publish, args: {section: Summary, content: "abc"}}]
 - finish: true
 `)
-	cfg.Model, cfg.DegradedModel = "large", "small"
 	scripted := NewScripted(cfg.Script, 1)
 	cfg.Provider = scripted
 	w.g.Expect(w.run(cfg)).To(Succeed())
 	reqs := scripted.Requests()
 	last := reqs[len(reqs)-1]
-	w.g.Expect(last.Model).To(Equal("small"))
+	w.g.Expect(last.Model).To(Equal(gatewaytest.Model), "the agent asks for its model; the gateway degrades it")
+	w.g.Expect(w.Upstream.Models()).To(HaveLen(len(reqs)))
+	w.g.Expect(w.Upstream.Models()).To(HaveEach("scripted-small-v2"))
 	var tools []string
 	for _, t := range last.Tools {
 		tools = append(tools, t.Name)
@@ -419,13 +459,39 @@ turns:
 	w.g.Expect(tools).To(ConsistOf(ToolNotesWrite, ToolReportPublish))
 	w.g.Expect(len(last.Messages)).To(BeNumerically("<=", 8), "compacted")
 	w.g.Expect(last.Messages[2].Content).To(ContainSubstring("Context compacted"))
+	w.g.Expect(w.status().Publication.Settlement).To(Equal(v1.SettlementComplete))
+}
+
+// A Degrade directive given mid-run switches the model from the next request on.
+func TestRunDegradesMidRun(t *testing.T) {
+	w := newWorld(t, nil)
+	cfg := w.config(`
+plan: [Summary]
+turns:
+- tools: [{name: notes.write, args: {section: Summary, text: "a"}}]
+- tools: [{name: report.publish, args: {section: Summary, content: "a"}}]
+- finish: true
+`)
+	var degrade sync.Once
+	w.decide = func(string) (v1.ApprovalDecision, bool) {
+		// The budget gate fires while the publication awaits its approval.
+		degrade.Do(func() {
+			w.UpdateSpec(func(s *v1.RunAttemptSpec) {
+				s.Directives = []v1.Directive{{Type: v1.DirectiveDegrade, Gate: v1.GateBudget}}
+			})
+		})
+		return v1.DecisionApprove, true
+	}
+	w.g.Expect(w.run(cfg)).To(Succeed())
+	w.g.Expect(w.Upstream.Models()).To(Equal([]string{gatewaytest.Model, gatewaytest.Model, gatewaytest.Model, "scripted-small-v2"}))
 }
 
 // Secrets fetched from the web are redacted from what the model sees
 // (redact is a Post interceptor in the chain); the audit interceptor logs
-// every call.
+// every call with the pod's identity.
 func TestRunChainRedactsAndAudits(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	t.Setenv("POD_NAME", "survey-1-pod")
+	w := newWorld(t, nil)
 	cfg := w.config(`
 plan: [Summary]
 turns:
@@ -448,41 +514,48 @@ turns:
 	w.g.Expect(strings.Join(toolAnswers, "\n")).To(ContainSubstring("beta replicates asynchronously; [REDACTED]"))
 	w.g.Expect(strings.Join(toolAnswers, "\n")).NotTo(ContainSubstring("sk-abc"))
 	w.g.Expect(strings.Count(audit.String(), "\n")).To(BeNumerically(">=", 5), "one line per call")
-	w.g.Expect(audit.String()).To(ContainSubstring(`"identity":"survey-1"`))
+	w.g.Expect(audit.String()).To(ContainSubstring(`"identity":"survey-1-pod"`))
 }
 
-// An interceptor the agent does not know: it refuses to start.
+// An interceptor the agent does not know: it refuses to start, and says
+// why in an escalated fault.
 func TestRunRefusesUnknownInterceptor(t *testing.T) {
-	ra := attemptObject(1)
-	ra.Spec.Policy.ResolvedChain = append(ra.Spec.Policy.ResolvedChain,
-		v1.ResolvedInterceptor{Name: "dlp", Class: v1.ClassSecurity, Phase: v1.InterceptorPost, OnError: v1.PostureDeny})
-	w := newWorld(t, ra)
+	dlp := func(ra *v1.RunAttempt) {
+		ra.Spec.Policy.ResolvedChain = append(ra.Spec.Policy.ResolvedChain,
+			v1.ResolvedInterceptor{Name: "dlp", Class: v1.ClassSecurity, Phase: v1.InterceptorPost, OnError: v1.PostureDeny})
+	}
+	w := newWorld(t, dlp)
 	err := w.run(w.config(normalScript))
 	w.g.Expect(err).To(MatchError(agent.ErrUnregisteredInterceptor))
 	w.g.Expect(err.Error()).To(ContainSubstring(`"dlp"`))
+	f, ok := fault(w.status(), v1.FaultScopeAgent, "UnregisteredInterceptor")
+	w.g.Expect(ok).To(BeTrue())
+	w.g.Expect(f.Escalated).To(BeTrue())
+	w.g.Expect(w.Upstream.Requests.Load()).To(BeZero())
 
 	// Registered through Config.Interceptors, it runs.
-	w2 := newWorld(t, ra)
+	w2 := newWorld(t, dlp)
 	cfg := w2.config(normalScript)
 	cfg.Interceptors = map[string]agent.Interceptor{"dlp": {Post: func(context.Context, *agent.Call, *agent.Outcome) error { return nil }}}
 	w2.g.Expect(w2.run(cfg)).To(Succeed())
 }
 
 // The sample script (config/samples/research-agent-script.yaml), read from
-// its ConfigMap as --script-configmap does, completes normally.
+// the environment variable a pod sets from its ConfigMap, completes normally.
 func TestSampleScriptCompletes(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "config", "samples", "research-agent-script.yaml"))
 	g := NewWithT(t)
 	g.Expect(err).NotTo(HaveOccurred())
 	sample := &corev1.ConfigMap{}
 	g.Expect(yaml.UnmarshalStrict(raw, sample)).To(Succeed())
-	sample.Namespace = ns
-	w := newWorld(t, attemptObject(1), sample)
+	g.Expect(sample.Data).To(HaveKey(DefaultScriptKey))
+	t.Setenv("TEST_AGENTRUN_SCRIPT", sample.Data[DefaultScriptKey])
+	w := newWorld(t, nil)
 	cfg := w.config("")
-	cfg.ScriptConfigMap = sample.Name
+	cfg.ScriptEnv = "TEST_AGENTRUN_SCRIPT"
 	cfg.HTTPAllowlist = nil // offline: http.get is refused, a local fault
 	w.g.Expect(w.run(cfg)).To(Succeed())
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.FinishProposed).To(BeTrue())
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
 	w.g.Expect(s.Publication.BlocksCommitted).To(BeNumerically(">=", 2))
@@ -491,13 +564,27 @@ func TestSampleScriptCompletes(t *testing.T) {
 	}
 }
 
+// Without a script the scripted provider cannot start: the agent says so
+// in an escalated fault and fails.
+func TestRunWithoutScriptFails(t *testing.T) {
+	t.Setenv("TEST_NO_SCRIPT", "")
+	w := newWorld(t, nil)
+	cfg := w.config("")
+	cfg.ScriptEnv = "TEST_NO_SCRIPT"
+	err := w.run(cfg)
+	w.g.Expect(err).To(MatchError(ContainSubstring("needs a script")))
+	f, ok := fault(w.status(), v1.FaultScopeAgent, "BadConfiguration")
+	w.g.Expect(ok).To(BeTrue())
+	w.g.Expect(f.Escalated).To(BeTrue())
+}
+
 func TestParsing(t *testing.T) {
 	g := NewWithT(t)
 	g.Expect(parsePlan(`["Intro", "Replication", "intro", ""]`)).To(Equal([]string{"Intro", "Replication"}))
 	g.Expect(parsePlan("```json\n[\"A\",\"B\"]\n```")).To(Equal([]string{"A", "B"}))
 	g.Expect(parsePlan("1. Background\n2) Findings\n- Outlook\n")).To(Equal([]string{"Background", "Findings", "Outlook"}))
-	g.Expect(sectionKey(0, "Replication & Consistency!")).To(Equal("01-replication-consistency.md"))
-	g.Expect(sectionKey(11, "???")).To(Equal("12-section.md"))
+	g.Expect(gateway.SectionKey(0, "Replication & Consistency!")).To(Equal("01-replication-consistency.md"))
+	g.Expect(gateway.SectionKey(11, "???")).To(Equal("12-section.md"))
 	g.Expect(Redact("key sk-ABCDEFGHIJKLMNOPQRST and Bearer abc.def.ghi password=hunter2")).
 		To(Equal("key [REDACTED] and [REDACTED] [REDACTED]"))
 	_, err := ParseScript([]byte("turns:\n- tool: [x]\n"))
@@ -505,13 +592,15 @@ func TestParsing(t *testing.T) {
 	_, err = ParseScript([]byte("turns:\n- tools: [{args: {}}]\n"))
 	g.Expect(err).To(MatchError(ContainSubstring("has no name")))
 	g.Expect(errors.Is(ErrCrashed, ErrHung)).To(BeFalse())
+	g.Expect(wireName("report.publish")).To(Equal("report_publish"))
+	g.Expect(wireName("a/b c")).To(Equal("a_b_c"))
 }
 
 // Finalizing starts while a research request is being retried (a provider
 // rate-limiting until the deadline): the retry stops, no research request
 // is made from the reserve, and finalization publishes from it.
 func TestRunFinalizesDuringRetries(t *testing.T) {
-	w := newWorld(t, attemptObject(1))
+	w := newWorld(t, nil)
 	cfg := w.config(`
 plan: [Overview]
 turns:
@@ -525,19 +614,16 @@ finalize:
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := w.start(ctx, cfg)
-	w.g.Eventually(func() bool {
-		_, ok := fault(w.attempt().Status, v1.FaultScopeProvider, "RateLimited")
-		return ok
-	}, wait, poll).Should(BeTrue())
-	used := w.attempt().Status.Usage
+	w.g.Eventually(w.hasFault(v1.FaultScopeProvider, "RateLimited"), wait, poll).Should(BeTrue())
+	used := w.status().Usage
 	w.g.Expect(used.ModelRequests).To(Equal(int64(3)))
 
-	w.updateSpec(func(s *v1.RunAttemptSpec) {
+	w.UpdateSpec(func(s *v1.RunAttemptSpec) {
 		s.RunPhase = v1.PhaseFinalizing
 		s.Grant = v1.Grant{ModelRequests: used.ModelRequests + 1, ToolCalls: used.ToolCalls + 1, FinalizeOnly: true}
 	})
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
-	s := w.attempt().Status
+	s := w.status()
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(used.ModelRequests+1), "one finalization request, no research retry")
 	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("01-overview.md", "Overview, at the deadline."))
