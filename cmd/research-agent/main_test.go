@@ -17,25 +17,105 @@ limitations under the License.
 package main
 
 import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
+// runCaptured runs the command with args and returns its exit code and
+// what it wrote to stderr.
+func runCaptured(t *testing.T, args ...string) (int, string) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := os.Stderr
+	os.Stderr = w
+	out := make(chan string, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		out <- string(b)
+	}()
+	code := run(args)
+	os.Stderr = stderr
+	_ = w.Close()
+	return code, <-out
+}
+
+// noGatewayEnv clears what the operator sets on an attempt container.
+func noGatewayEnv(t *testing.T) {
+	for _, v := range []string{gatewayapi.EnvGatewayURL, gatewayapi.EnvTokenFile, gatewayapi.EnvCAFile, "AGENTRUN_SCRIPT"} {
+		t.Setenv(v, "")
+	}
+}
+
 func TestFlagsAndExitCodes(t *testing.T) {
-	t.Setenv(v1alpha1.EnvNamespace, "")
-	t.Setenv(v1alpha1.EnvRunAttempt, "")
-	t.Setenv(v1alpha1.EnvRun, "")
-	t.Setenv(agent.EnvKubeconfig, "")
-	if code := run([]string{"-h"}); code != 0 {
+	noGatewayEnv(t)
+	if code, _ := runCaptured(t, "-h"); code != 0 {
 		t.Errorf("-h exits %d, want 0", code)
 	}
-	if code := run([]string{"--no-such-flag"}); code != 2 {
+	if code, _ := runCaptured(t, "--no-such-flag"); code != 2 {
 		t.Errorf("an unknown flag exits %d, want 2", code)
 	}
-	// No RunAttempt to work on: a clear error, exit 1.
-	if code := run([]string{"--provider=scripted", "--script=/nonexistent"}); code != 1 {
-		t.Errorf("no RunAttempt exits %d, want 1", code)
+	// No gateway to talk to: a clear error naming what to set, exit 1.
+	code, stderr := runCaptured(t, "--provider=scripted", "--script=/nonexistent", "--flush-interval=3s")
+	if code != 1 {
+		t.Errorf("no gateway config exits %d, want 1", code)
+	}
+	for _, want := range []string{"$" + gatewayapi.EnvGatewayURL, "--gateway-url", "$" + gatewayapi.EnvTokenFile, "--token-file"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("the error does not say %q:\n%s", want, stderr)
+		}
+	}
+}
+
+// The flags configure a whole run against a gateway: its URL, the token
+// file, the script, and the deprecated --flush-interval, accepted and
+// ignored (the gateway coalesces writes).
+func TestRunsFromFlags(t *testing.T) {
+	noGatewayEnv(t)
+	// The finalization publishes the section from the notes: approved up front.
+	fp, err := gatewayapi.Fingerprint(gatewayapi.ToolReportPublish, map[string]any{"section": "Summary", "content": "raft wins"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: gatewayapi.ActionID(gatewayapi.ToolReportPublish, fp), Decision: v1alpha1.DecisionApprove}}
+	}})
+	dir := t.TempDir()
+	token := filepath.Join(dir, "token")
+	script := filepath.Join(dir, "script.yaml")
+	if err := os.WriteFile(token, []byte(gatewaytest.Token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(script, []byte(`
+plan: [Summary]
+turns:
+- tools: [{name: notes.write, args: {section: Summary, text: "raft wins"}}]
+  tokens: 12
+- finish: true
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, stderr := runCaptured(t,
+		"--gateway-url="+e.URL(), "--token-file="+token,
+		"--provider=scripted", "--script="+script, "--model="+gatewaytest.Model,
+		"--flush-interval=5s", "--http-allow=example.org,*.example.com", "--max-retries=1", "--retry-backoff=1ms")
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s", code, stderr)
+	}
+	s := e.Status()
+	if !s.FinishProposed || !s.Publication.Settled || s.Publication.Settlement != v1alpha1.SettlementComplete {
+		t.Errorf("finish %t, publication %+v; want proposed, settled Complete", s.FinishProposed, s.Publication)
+	}
+	if s.Usage.ModelRequests != 4 || s.Usage.Tokens != 12 {
+		t.Errorf("usage %+v; want 4 model requests (plan, 2 turns, finalization) and 12 tokens", s.Usage)
 	}
 }
