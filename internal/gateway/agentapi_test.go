@@ -362,9 +362,7 @@ func TestAgentAPIApprovalPending(t *testing.T) {
 func TestAgentAPIWatch(t *testing.T) {
 	g := NewWithT(t)
 	e := gatewaytest.Start(t, gatewaytest.Options{})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, "GET", e.URL()+self("/watch"), nil)
+	req, _ := http.NewRequestWithContext(t.Context(), "GET", e.URL()+self("/watch"), nil)
 	req.Header.Set("Authorization", "Bearer "+gatewaytest.Token)
 	resp, err := http.DefaultClient.Do(req)
 	g.Expect(err).NotTo(HaveOccurred())

@@ -222,9 +222,7 @@ func TestCountersNeverGoBackwards(t *testing.T) {
 	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
 		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 1000, ToolCalls: 1000}
 	}})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := e.Client.Watch(ctx, &v1alpha1.RunAttemptList{}, client.InNamespace(gatewaytest.Namespace))
+	w, err := e.Client.Watch(t.Context(), &v1alpha1.RunAttemptList{}, client.InNamespace(gatewaytest.Namespace))
 	g.Expect(err).NotTo(HaveOccurred())
 	var mu sync.Mutex
 	var seen []v1alpha1.RunAttemptStatus
