@@ -1,0 +1,39 @@
+// Copyright 2026. Licensed under the Apache License, Version 2.0.
+//
+// The examples against the conformance gateway, which plays the operator:
+// Finalizing with the reserve once the grant is used up, Terminated once the
+// publication settled.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { runScript, startServer } from './server.mjs';
+
+test('complete.mjs completes within budget', async () => {
+  const server = await startServer();
+  try {
+    const out = runScript(server, 'complete.mjs');
+    const { status } = await server.status();
+    assert.equal(status.publication.settlement, 'Complete', out);
+    assert.equal(status.finishProposed, true);
+    assert.equal(status.usage.modelRequests, 2);
+  } finally {
+    await server.close();
+  }
+});
+
+test('overspend.mjs is refused at the grant and finalizes from the reserve', async () => {
+  const server = await startServer();
+  try {
+    const m = server.manifest;
+    const out = runScript(server, 'overspend.mjs');
+    assert.match(out, /grant_exhausted/);
+    assert.match(out, /reserve_exhausted/);
+    const { spec, status } = await server.status();
+    assert.equal(spec.runPhase, 'Terminated');
+    assert.equal(status.publication.settlement, 'Partial', out);
+    assert.ok(!status.finishProposed);
+    // Nothing served beyond the grant: the working grant plus the reserve, exactly.
+    assert.equal(status.usage.modelRequests, m.grant.modelRequests + m.reserve.modelRequests, out);
+  } finally {
+    await server.close();
+  }
+});
