@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# Copyright 2026. Licensed under the Apache License, Version 2.0.
+#
+# Tests the gateway's non-Go clients against the protocol conformance gateway
+# (test/conformance): the Python SDK (sdk/python), the openai (PyPI) examples
+# and the openai (npm) examples. Idempotent; needs only Go, Node 20 and
+# Python 3.11 with pip, and the package registries:
+#   - bin/venv: a virtualenv with examples/openai-python/requirements.txt
+#     (hash-pinned, pip install --require-hashes) and sdk/python (editable);
+#   - examples/openai-ts/node_modules from the committed lockfile (npm ci).
+#
+#   hack/test-clients.sh            set up, then run every client's tests
+#   hack/test-clients.sh --setup    set up only (the e2e clients spec uses it)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$root"
+PYTHON="${PYTHON:-python3}"
+venv="$root/bin/venv"
+reqs="$root/examples/openai-python/requirements.txt"
+stamp="$venv/.agentrun-requirements.sha256"
+
+log() { printf '== %s\n' "$*" >&2; }
+
+setup_python() {
+  local want
+  want="$(cat "$reqs" sdk/python/pyproject.toml | sha256sum | cut -d' ' -f1)"
+  if [[ -x "$venv/bin/python" && -f "$stamp" && "$(cat "$stamp")" == "$want" ]]; then
+    log "python: $venv is up to date"
+    return
+  fi
+  log "python: creating $venv with the hash-pinned requirements"
+  rm -rf "$venv"
+  "$PYTHON" -m venv "$venv"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes -r "$reqs"
+  "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps --no-build-isolation -e sdk/python
+  echo "$want" > "$stamp"
+}
+
+setup_node() {
+  local lock=examples/openai-ts/package-lock.json mark=examples/openai-ts/node_modules/.package-lock.json
+  if [[ -f "$mark" && "$mark" -nt "$lock" ]]; then
+    log "node: examples/openai-ts/node_modules is up to date"
+    return
+  fi
+  log "node: npm ci in examples/openai-ts"
+  (cd examples/openai-ts && npm ci --no-audit --no-fund --loglevel=error)
+}
+
+setup_server() {
+  log "go: building the conformance server"
+  go build -o bin/conformance-server ./test/conformance/server
+}
+
+setup_python
+setup_node
+setup_server
+[[ "${1:-}" == "--setup" ]] && exit 0
+
+export AGENTRUN_CONFORMANCE_SERVER="$root/bin/conformance-server"
+log "pytest: sdk/python"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider sdk/python
+log "pytest: examples/openai-python"
+"$venv/bin/python" -m pytest -q -p no:cacheprovider examples/openai-python/tests
+log "node --test: examples/openai-ts"
+(cd examples/openai-ts && npm test --silent)
