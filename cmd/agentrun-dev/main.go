@@ -201,6 +201,9 @@ func run(ctx context.Context, o options) int {
 	if err != nil {
 		return fail(err)
 	}
+	if samples, err = withExamples(ctx, samples, root, s.UpstreamURL); err != nil {
+		return fail(err)
+	}
 	if o.providerURL != "" {
 		if samples, err = withProvider(ctx, s, samples, o); err != nil {
 			return fail(err)

@@ -1,0 +1,83 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package main
+
+import (
+	"context"
+	"embed"
+	"flag"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/agentrun-dev/agentrun/internal/localnode/stack"
+)
+
+// --examples adds the example agents on the official OpenAI SDKs and the
+// Python SDK (cmd/agentrun-dev/examples) to the samples.
+var withExampleRuns = flag.Bool("examples", false,
+	"also run the example agents on the official openai packages (npm, PyPI) and the Python SDK "+
+		"(installs their pinned dependencies with hack/test-clients.sh --setup)")
+
+//go:embed examples/*.yaml
+var builtinExamples embed.FS
+
+// withExamples appends the example objects to objs when --examples is set,
+// after installing the examples' dependencies.
+func withExamples(ctx context.Context, objs []*unstructured.Unstructured, root, upstream string) ([]*unstructured.Unstructured, error) {
+	if !*withExampleRuns {
+		return objs, nil
+	}
+	fmt.Println("==> installing the examples' pinned dependencies (hack/test-clients.sh --setup)")
+	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "test-clients.sh"), "--setup")
+	cmd.Dir, cmd.Stdout, cmd.Stderr = root, os.Stdout, os.Stderr
+	if err := cmd.Run(); err != nil {
+		return nil, fmt.Errorf("--examples: hack/test-clients.sh --setup: %w", err)
+	}
+	vars := map[string]string{
+		"AGENTRUN_DEV_UPSTREAM": upstream,
+		"AGENTRUN_REPO":         root,
+		"AGENTRUN_PYTHON":       filepath.Join(root, "bin", "venv", "bin", "python"),
+	}
+	names, err := fs.Glob(builtinExamples, "examples/*.yaml")
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		data, err := fs.ReadFile(builtinExamples, name)
+		if err != nil {
+			return nil, err
+		}
+		s := string(data)
+		for k, v := range vars {
+			s = strings.ReplaceAll(s, "${"+k+"}", v)
+		}
+		more, err := stack.DecodeYAML([]byte(s))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		objs = append(objs, more...)
+	}
+	return objs, nil
+}
