@@ -82,8 +82,10 @@ func main() {
 	flag.StringVar(&gatewayURL, "gateway-url", controller.DefaultGatewayURL,
 		"Base URL attempt pods reach agentrun-gateway at (set on every attempt container).")
 	flag.BoolVar(&attemptEgress, "attempt-network-policy", true,
-		"Keep NetworkPolicy agentrun-attempt-egress in every namespace with attempts: attempt pods reach only the gateway and DNS.")
-	flag.StringVar(&gatewayNamespace, "gateway-namespace", "agentrun-system", "Namespace of the gateway's pods (for the egress NetworkPolicy).")
+		"Keep NetworkPolicy agentrun-attempt-egress in every namespace with attempts: "+
+			"attempt pods reach only the gateway and DNS.")
+	flag.StringVar(&gatewayNamespace, "gateway-namespace", "agentrun-system",
+		"Namespace of the gateway's pods (for the egress NetworkPolicy).")
 	flag.StringVar(&gatewayCAFile, "gateway-ca-file", "",
 		"PEM bundle that signs the gateway's certificate; the operator keeps it in ConfigMap "+
 			runpod.DefaultGatewayCAConfigMap+" of every namespace with attempts. Empty: the certificate is publicly trusted.")

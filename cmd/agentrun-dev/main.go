@@ -85,8 +85,10 @@ func main() {
 		"approve every action a run asks approval for (implied by --exit-when-done)")
 	flag.BoolVar(&o.noLeaderElec, "no-leader-elect", false, "run the operator without leader election")
 	flag.StringVar(&o.providerURL, "provider-url", "",
-		"a real OpenAI-compatible provider (e.g. https://api.openai.com/v1): the sample policies also serve it as model \"real\"")
-	flag.StringVar(&o.providerKey, "provider-key-file", "", "file holding the provider's API key (kept in a Secret only the gateway reads)")
+		"a real OpenAI-compatible provider (e.g. https://api.openai.com/v1): "+
+			"the sample policies also serve it as model \"real\"")
+	flag.StringVar(&o.providerKey, "provider-key-file", "",
+		"file holding the provider's API key (kept in a Secret only the gateway reads)")
 	flag.StringVar(&o.providerName, "provider-model", "gpt-4o-mini", "the provider's model id behind model \"real\"")
 	flag.Parse()
 
@@ -208,7 +210,8 @@ func run(ctx context.Context, o options) int {
 		if samples, err = withProvider(ctx, s, samples, o); err != nil {
 			return fail(err)
 		}
-		say("Provider %s serves model \"real\" (%s) to the sample policies; run the reference agent with --provider=openai --model=real",
+		say("Provider %s serves model \"real\" (%s) to the sample policies; "+
+			"run the reference agent with --provider=openai --model=real",
 			o.providerURL, o.providerName)
 	}
 	w := &watcher{s: s, autoApprove: o.autoApprove || o.once, began: began, out: os.Stdout}

@@ -336,7 +336,8 @@ func (w *watcher) exitCode() int {
 // withProvider keeps the provider's key in Secret agentrun-dev-provider (in
 // the default namespace; only the gateway reads it) and adds model "real" to
 // every RuntimePolicy sample.
-func withProvider(ctx context.Context, s *stack.Stack, objs []*unstructured.Unstructured, o options) ([]*unstructured.Unstructured, error) {
+func withProvider(ctx context.Context, s *stack.Stack, objs []*unstructured.Unstructured,
+	o options) ([]*unstructured.Unstructured, error) {
 	var key []byte
 	if o.providerKey != "" {
 		raw, err := os.ReadFile(o.providerKey)

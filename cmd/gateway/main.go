@@ -84,7 +84,8 @@ func main() {
 	flag.DurationVar(&flushInterval, "flush-interval", gateway.DefaultFlushInterval,
 		"How often coalesced facts are written to each RunAttempt: the most model-usage a crash can lose.")
 	flag.DurationVar(&tokenTTL, "token-cache-ttl", 10*time.Second, "How long a TokenReview answer is reused.")
-	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout, "Bound of one upstream model request.")
+	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout,
+		"Bound of one upstream model request.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Client-side QPS limit for requests to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Client-side burst for requests to the API server.")
 	zopts := zap.Options{}
@@ -99,7 +100,9 @@ func main() {
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress: probeAddr,
 		// Secrets and reports are read on demand, never cached cluster-wide.
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}}}},
+		Client: client.Options{Cache: &client.CacheOptions{
+			DisableFor: []client.Object{&corev1.Secret{}, &corev1.ConfigMap{}},
+		}},
 	})
 	if err != nil {
 		setupLog.Error(err, "Could not create the manager")
@@ -151,7 +154,8 @@ func main() {
 			setupLog.Error(err, "Could not watch the serving certificate")
 			os.Exit(1)
 		}
-		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate, NextProtos: []string{"http/1.1"}}
+		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate,
+			NextProtos: []string{"http/1.1"}}
 	}
 	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {

@@ -62,7 +62,8 @@ func run(args []string) int {
 		"model to ask the gateway for: one of the policy's spec.models (default scripted for the scripted provider); "+
 			"the gateway swaps in the policy's degradedModel under a Degrade directive")
 	var ignored time.Duration
-	fs.DurationVar(&ignored, "flush-interval", 0, "deprecated and ignored: the gateway coalesces fact writes (its --flush-interval)")
+	fs.DurationVar(&ignored, "flush-interval", 0,
+		"deprecated and ignored: the gateway coalesces fact writes (its --flush-interval)")
 	fs.StringVar(&allow, "http-allow", "",
 		"comma-separated hosts http.get may fetch (host, host:port, *.domain); empty allows none")
 	fs.StringVar(&cfg.NotesPath, "notes-file", "", "append notes to this file (JSON lines); default in memory only")

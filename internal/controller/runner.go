@@ -25,9 +25,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/internal/runpod"
@@ -51,8 +51,8 @@ type runners struct {
 	// egress, when set, is the NetworkPolicy kept in every namespace with
 	// attempts: attempt pods may reach only the gateway and DNS.
 	egress *networkingv1.NetworkPolicy
-	mu          sync.Mutex
-	ready       map[string]bool
+	mu     sync.Mutex
+	ready  map[string]bool
 }
 
 func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Reader, namespace, sa string) error {

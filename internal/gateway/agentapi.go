@@ -81,7 +81,7 @@ func decode(r *http.Request, v any) *apiError {
 
 func (g *Gateway) getSelf(w http.ResponseWriter, r *http.Request, k *keeper) {
 	k.refresh(r.Context())
-	writeJSON(w, http.StatusOK, k.view())
+	writeJSON(w, k.view())
 }
 
 // watchSelf streams the agent's view as server-sent events: the current view
@@ -155,7 +155,7 @@ func (g *Gateway) postStep(w http.ResponseWriter, r *http.Request, k *keeper) {
 		}
 		step = k.facts.steps
 	})
-	writeJSON(w, http.StatusOK, gatewayapi.StepResponse{Step: step})
+	writeJSON(w, gatewayapi.StepResponse{Step: step})
 }
 
 func (g *Gateway) postFinish(w http.ResponseWriter, r *http.Request, k *keeper) {
@@ -167,7 +167,7 @@ func (g *Gateway) postFinish(w http.ResponseWriter, r *http.Request, k *keeper) 
 		writeError(w, errNotPersisted("the finish proposal was recorded but is not yet durable: "+err.Error()))
 		return
 	}
-	writeJSON(w, http.StatusOK, k.view())
+	writeJSON(w, k.view())
 }
 
 func (g *Gateway) putCheckpoint(w http.ResponseWriter, r *http.Request, k *keeper) {
@@ -250,7 +250,7 @@ func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper
 		writeError(w, e)
 		return
 	}
-	writeJSON(w, http.StatusOK, call)
+	writeJSON(w, call)
 }
 
 // refusal counts a refusal as a fault of the attempt and in the metrics.

@@ -309,11 +309,7 @@ func (g *Gateway) resolve(r *http.Request) (*keeper, *apiError) {
 	}
 	k = newKeeper(g, obj)
 	g.keepers[key] = k
-	g.wg.Add(1)
-	go func() {
-		defer g.wg.Done()
-		k.run(g.ctx)
-	}()
+	g.wg.Go(func() { k.run(g.ctx) })
 	return k, nil
 }
 

@@ -20,6 +20,12 @@ import "github.com/prometheus/client_golang/prometheus"
 
 // metrics are the gateway's Prometheus metrics. Labels are namespace, policy
 // and model at most: never a run (unbounded cardinality).
+// Label names of the gateway's metrics.
+const (
+	labelNamespace = "namespace"
+	labelPolicy    = "policy"
+)
+
 type metrics struct {
 	modelRequests      *prometheus.CounterVec
 	tokens             *prometheus.CounterVec
@@ -36,20 +42,20 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		modelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_model_requests_total",
 			Help: "Model requests dispatched upstream, by namespace, policy, model and outcome (ok, upstream_error, error, stream_cut).",
-		}, []string{"namespace", "policy", "model", "outcome"}),
+		}, []string{labelNamespace, labelPolicy, fieldModel, "outcome"}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_tokens_total",
 			Help: "Tokens charged to attempts (as the provider reported them, or as reserved when it reported none).",
-		}, []string{"namespace", "policy", "model"}),
+		}, []string{labelNamespace, labelPolicy, fieldModel}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_refusals_total",
 			Help: "Requests the gateway refused, by namespace, policy and error code.",
-		}, []string{"namespace", "policy", "code"}),
+		}, []string{labelNamespace, labelPolicy, "code"}),
 		upstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentrun_gateway_upstream_seconds",
 			Help:    "Time from dispatch to the provider's last byte, by model.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
-		}, []string{"model"}),
+		}, []string{fieldModel}),
 		addedSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "agentrun_gateway_added_seconds",
 			Help:    "Time the gateway adds to a model request (total minus upstream).",

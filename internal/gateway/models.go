@@ -70,7 +70,7 @@ func (g *Gateway) listModels(w http.ResponseWriter, _ *http.Request, k *keeper) 
 	for _, m := range models {
 		out.Data = append(out.Data, model{ID: m.Name, Object: "model", OwnedBy: "agentrun"})
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, out)
 }
 
 // modelTicket is one admitted model request: what it reserved.
@@ -140,190 +140,237 @@ func (k *keeper) providerFault(kind string, retryable bool, msg string) {
 	k.record(func() { k.facts.addFault(v1alpha1.FaultScopeProvider, kind, retryable, false, msg) })
 }
 
+// chatRequest is a parsed chat completion request: its fields as sent
+// (unknown ones pass through to the provider untouched) and what the
+// gateway reads of them.
+type chatRequest struct {
+	body        []byte
+	fields      map[string]json.RawMessage
+	model       string
+	stream      bool
+	tokensField string // max_tokens, or max_completion_tokens when the client uses it
+	maxTokens   int64  // as requested, 0 if none
+}
+
+// parseChat reads and checks a chat completion request.
+func parseChat(r *http.Request) (*chatRequest, *apiError) {
+	body, err := io.ReadAll(io.LimitReader(r.Body, maxModelBody+1))
+	switch {
+	case err != nil:
+		return nil, errInvalid("", "could not read the request body: "+err.Error())
+	case len(body) > maxModelBody:
+		return nil, errInvalid("", fmt.Sprintf("the request body exceeds %d bytes", maxModelBody))
+	}
+	c := &chatRequest{body: body, tokensField: "max_tokens"}
+	if err := json.Unmarshal(body, &c.fields); err != nil || c.fields == nil {
+		return nil, errInvalid("", "the body must be a JSON object (a chat completion request)")
+	}
+	if err := json.Unmarshal(c.fields[fieldModel], &c.model); err != nil || c.model == "" {
+		return nil, errInvalid(fieldModel, "model is required: a string naming one of the models the run's policy serves")
+	}
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(c.fields["messages"], &msgs); err != nil || len(msgs) == 0 {
+		return nil, errInvalid("messages", "messages is required: a non-empty array")
+	}
+	if raw, ok := c.fields["stream"]; ok && json.Unmarshal(raw, &c.stream) != nil {
+		return nil, errInvalid("stream", "stream must be a boolean")
+	}
+	if _, ok := c.fields["max_completion_tokens"]; ok {
+		c.tokensField = "max_completion_tokens"
+	}
+	if raw, ok := c.fields[c.tokensField]; ok && string(raw) != "null" {
+		if json.Unmarshal(raw, &c.maxTokens) != nil || c.maxTokens < 1 {
+			return nil, errInvalid(c.tokensField, c.tokensField+" must be a positive integer")
+		}
+	}
+	return c, nil
+}
+
+// upstreamBody is the request as the provider gets it: its model id, the
+// max_tokens the gateway reserved, and usage forced on a stream. It reports
+// whether the client itself asked for the usage chunk.
+func (c *chatRequest) upstreamBody(m v1alpha1.Model, maxTokens int64) ([]byte, bool) {
+	id := m.UpstreamModel
+	if id == "" {
+		id = m.Name
+	}
+	c.fields[fieldModel], _ = json.Marshal(id)
+	if maxTokens > 0 {
+		c.fields[c.tokensField], _ = json.Marshal(maxTokens)
+	}
+	clientUsage := false
+	if c.stream {
+		var so map[string]json.RawMessage
+		_ = json.Unmarshal(c.fields["stream_options"], &so)
+		if so == nil {
+			so = map[string]json.RawMessage{}
+		}
+		_ = json.Unmarshal(so["include_usage"], &clientUsage)
+		so["include_usage"] = json.RawMessage("true")
+		c.fields["stream_options"], _ = json.Marshal(so)
+	}
+	out, _ := json.Marshal(c.fields)
+	return out, clientUsage
+}
+
+const fieldModel = "model"
+
 // chatCompletions serves POST /v1/chat/completions.
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *keeper) {
 	start := g.clock.Now()
-	body, err := io.ReadAll(io.LimitReader(r.Body, maxModelBody+1))
-	if err != nil {
-		writeError(w, errInvalid("", "could not read the request body: "+err.Error()))
+	c, e := parseChat(r)
+	if e != nil {
+		writeError(w, e)
 		return
 	}
-	if len(body) > maxModelBody {
-		writeError(w, errInvalid("", fmt.Sprintf("the request body exceeds %d bytes", maxModelBody)))
-		return
-	}
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		writeError(w, errInvalid("", "the body must be a JSON object (a chat completion request)"))
-		return
-	}
-	var name string
-	if err := json.Unmarshal(fields["model"], &name); err != nil || name == "" {
-		writeError(w, errInvalid("model", "model is required: a string naming one of the models the run's policy serves"))
-		return
-	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(fields["messages"], &msgs); err != nil || len(msgs) == 0 {
-		writeError(w, errInvalid("messages", "messages is required: a non-empty array"))
-		return
-	}
-	var stream bool
-	if raw, ok := fields["stream"]; ok && json.Unmarshal(raw, &stream) != nil {
-		writeError(w, errInvalid("stream", "stream must be a boolean"))
-		return
-	}
-	tokensField := "max_tokens"
-	if _, ok := fields["max_completion_tokens"]; ok {
-		tokensField = "max_completion_tokens"
-	}
-	var requested int64
-	if raw, ok := fields[tokensField]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &requested) != nil || requested < 1 {
-			writeError(w, errInvalid(tokensField, tokensField+" must be a positive integer"))
-			return
-		}
-	}
-
 	k.mu.Lock()
 	spec := k.obj.Spec
 	k.mu.Unlock()
-	m, e := serveModel(spec, name)
+	m, e := serveModel(spec, c.model)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
 	key, err := g.secrets.key(r.Context(), k.key.Namespace, m.APIKeySecretRef)
 	if err != nil {
-		g.log.Error(err, "Could not read a provider key", "runattempt", k.key, "model", m.Name)
+		g.log.Error(err, "Could not read a provider key", "runattempt", k.key, fieldModel, m.Name)
 		writeError(w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, "provider_key_unavailable",
 			fmt.Sprintf("the gateway could not read the provider key of model %q: %v", m.Name, err)))
 		return
 	}
-	labels := []string{k.key.Namespace, spec.Policy.Name, m.Name}
-
-	ticket, mt, e := k.admitModel(int64(len(body)), requested, m.MaxTokens)
+	ticket, mt, e := k.admitModel(int64(len(c.body)), c.maxTokens, m.MaxTokens)
 	if e != nil {
-		k.refusal(e, "model/"+name)
+		k.refusal(e, "model/"+c.model)
 		writeError(w, e)
 		return
 	}
+	out, clientUsage := c.upstreamBody(m, mt)
+	x := &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name}}
+	x.forward(r.Context(), out, key, c.stream, clientUsage)
+	upstream := x.done.Sub(x.dispatched)
+	g.metrics.upstreamSeconds.WithLabelValues(m.Name).Observe(upstream.Seconds())
+	g.metrics.addedSeconds.Observe(max(g.clock.Since(start)-upstream, 0).Seconds())
+}
 
-	upstreamModel := m.UpstreamModel
-	if upstreamModel == "" {
-		upstreamModel = m.Name
-	}
-	fields["model"], _ = json.Marshal(upstreamModel)
-	if mt > 0 {
-		fields[tokensField], _ = json.Marshal(mt)
-	}
-	clientUsage := false
-	if stream {
-		var so map[string]json.RawMessage
-		_ = json.Unmarshal(fields["stream_options"], &so)
-		if so == nil {
-			so = map[string]json.RawMessage{}
-		}
-		var iu bool
-		_ = json.Unmarshal(so["include_usage"], &iu)
-		clientUsage = iu
-		so["include_usage"] = json.RawMessage("true")
-		fields["stream_options"], _ = json.Marshal(so)
-	}
-	out, _ := json.Marshal(fields)
+// exchange is one admitted model request on its way to the provider and back.
+type exchange struct {
+	g                *Gateway
+	k                *keeper
+	w                http.ResponseWriter
+	m                v1alpha1.Model
+	ticket           *modelTicket
+	labels           []string
+	dispatched, done time.Time
+}
 
-	// The upstream request outlives a client that leaves: the provider
-	// charges it anyway, so the gateway reads on to count what it reports.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(r.Context()), g.opts.UpstreamTimeout)
+// count settles the request's tokens and counts its outcome.
+func (x *exchange) count(outcome string, tokens int64, reported bool) {
+	charged := x.k.settle(x.ticket, tokens, reported)
+	x.g.metrics.modelRequests.WithLabelValues(append(x.labels, outcome)...).Inc()
+	x.g.metrics.tokens.WithLabelValues(x.labels...).Add(float64(charged))
+}
+
+// forward sends the request upstream and relays the answer. The upstream
+// request outlives a client that leaves: the provider charges it anyway, so
+// the gateway reads on to count what it reports.
+func (x *exchange) forward(rctx context.Context, out []byte, key string, stream, clientUsage bool) {
+	g, m := x.g, x.m
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), g.opts.UpstreamTimeout)
 	defer cancel()
+	x.dispatched = g.clock.Now()
+	x.done = x.dispatched
 	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+"/chat/completions", bytes.NewReader(out))
 	if err != nil {
-		k.settle(ticket, 0, true)
-		writeError(w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
+		x.count("error", 0, true)
+		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return
 	}
 	ureq.Header.Set("Content-Type", "application/json")
+	ureq.Header.Set("Accept", "application/json")
 	if stream {
 		ureq.Header.Set("Accept", "text/event-stream")
-	} else {
-		ureq.Header.Set("Accept", "application/json")
 	}
 	if key != "" {
 		ureq.Header.Set("Authorization", "Bearer "+key)
 	}
-	dispatched := g.clock.Now()
 	resp, err := g.opts.Upstream.Do(ureq)
 	if err != nil {
-		charged := k.settle(ticket, 0, false)
-		kind, status, code := "Unavailable", http.StatusBadGateway, gatewayapi.CodeUpstreamUnavailable
-		var ne net.Error
-		if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
-			kind, status = "Timeout", http.StatusGatewayTimeout
-		}
-		k.providerFault(kind, true, fmt.Sprintf("model %s: %v", m.Name, err))
-		g.metrics.modelRequests.WithLabelValues(append(labels, "error")...).Inc()
-		g.metrics.tokens.WithLabelValues(labels...).Add(float64(charged))
-		writeError(w, newError(status, gatewayapi.TypeServer, code,
-			fmt.Sprintf("the provider of model %q could not be reached: %v (counted as a model request)", m.Name, err)))
+		x.unreachable(err)
 		return
 	}
 	defer func() { _ = resp.Body.Close() }()
-
-	var tokens int64
-	var reported bool
-	upstreamDone := dispatched
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-		upstreamDone = g.clock.Now()
-		tokens, reported = 0, true // an error answer used no tokens
-		kind, retryable := providerFaultOf(resp.StatusCode)
-		var eb struct {
-			Error struct {
-				Code any `json:"code"`
-			} `json:"error"`
-		}
-		if json.Unmarshal(raw, &eb) == nil {
-			if c, ok := eb.Error.Code.(string); ok && gatewayapi.FaultKind(c) != "" {
-				kind = gatewayapi.FaultKind(c)
-			}
-		}
-		k.providerFault(kind, retryable, fmt.Sprintf("model %s: HTTP %d: %s", m.Name, resp.StatusCode, textutil.Truncate(string(raw), 200)))
-		copyHeader(w, resp, "Content-Type", "Retry-After", "X-Should-Retry")
-		w.WriteHeader(resp.StatusCode)
-		_, _ = w.Write(raw)
-		g.metrics.modelRequests.WithLabelValues(append(labels, "upstream_error")...).Inc()
+		x.upstreamError(resp)
 	case !stream:
 		raw, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-		upstreamDone = g.clock.Now()
+		x.done = g.clock.Now()
 		var u struct {
 			Usage *struct {
 				TotalTokens int64 `json:"total_tokens"`
 			} `json:"usage"`
 		}
-		if rerr == nil && json.Unmarshal(raw, &u) == nil && u.Usage != nil {
-			tokens, reported = u.Usage.TotalTokens, true
-		}
+		reported := rerr == nil && json.Unmarshal(raw, &u) == nil && u.Usage != nil
 		if rerr != nil {
-			k.providerFault("ResponseCut", true, fmt.Sprintf("model %s: %v", m.Name, rerr))
+			x.k.providerFault("ResponseCut", true, fmt.Sprintf("model %s: %v", m.Name, rerr))
 		}
-		copyHeader(w, resp, "Content-Type")
-		w.WriteHeader(http.StatusOK)
-		_, _ = w.Write(raw)
-		g.metrics.modelRequests.WithLabelValues(append(labels, "ok")...).Inc()
+		copyHeader(x.w, resp, "Content-Type")
+		x.w.WriteHeader(http.StatusOK)
+		_, _ = x.w.Write(raw)
+		var tokens int64
+		if reported {
+			tokens = u.Usage.TotalTokens
+		}
+		x.count("ok", tokens, reported)
 	default:
-		tokens, reported = g.relayStream(w, resp, clientUsage, k, m.Name)
-		upstreamDone = g.clock.Now()
+		tokens, reported := g.relayStream(x.w, resp, clientUsage, x.k, m.Name)
+		x.done = g.clock.Now()
 		outcome := "ok"
 		if !reported {
 			outcome = "stream_cut"
 		}
-		g.metrics.modelRequests.WithLabelValues(append(labels, outcome)...).Inc()
+		x.count(outcome, tokens, reported)
 	}
-	charged := k.settle(ticket, tokens, reported)
-	g.metrics.tokens.WithLabelValues(labels...).Add(float64(charged))
-	upstream := upstreamDone.Sub(dispatched)
-	g.metrics.upstreamSeconds.WithLabelValues(m.Name).Observe(upstream.Seconds())
-	g.metrics.addedSeconds.Observe(max(g.clock.Since(start)-upstream, 0).Seconds())
+}
+
+// unreachable answers a request the provider could not be reached for (or
+// timed out): counted as a model request and a Provider fault, and charged
+// its reservation (the provider may have done the work).
+func (x *exchange) unreachable(err error) {
+	x.done = x.g.clock.Now()
+	kind, status := "Unavailable", http.StatusBadGateway
+	var ne net.Error
+	if errors.Is(err, context.DeadlineExceeded) || (errors.As(err, &ne) && ne.Timeout()) {
+		kind, status = "Timeout", http.StatusGatewayTimeout
+	}
+	x.k.providerFault(kind, true, fmt.Sprintf("model %s: %v", x.m.Name, err))
+	x.count("error", 0, false)
+	writeError(x.w, newError(status, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable,
+		fmt.Sprintf("the provider of model %q could not be reached: %v (counted as a model request)", x.m.Name, err)))
+}
+
+// upstreamError passes a provider's error answer through: counted as a
+// model request (it used no tokens) and a Provider fault named after the
+// provider's error code.
+func (x *exchange) upstreamError(resp *http.Response) {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	x.done = x.g.clock.Now()
+	kind, retryable := providerFaultOf(resp.StatusCode)
+	var eb struct {
+		Error struct {
+			Code any `json:"code"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(raw, &eb) == nil {
+		if c, ok := eb.Error.Code.(string); ok && gatewayapi.FaultKind(c) != "" {
+			kind = gatewayapi.FaultKind(c)
+		}
+	}
+	x.k.providerFault(kind, retryable, fmt.Sprintf("model %s: HTTP %d: %s", x.m.Name, resp.StatusCode, textutil.Truncate(string(raw), 200)))
+	copyHeader(x.w, resp, "Content-Type", "Retry-After", "X-Should-Retry")
+	x.w.WriteHeader(resp.StatusCode)
+	_, _ = x.w.Write(raw)
+	x.count("upstream_error", 0, true)
 }
 
 // relayStream copies the provider's server-sent events to the client as they
@@ -472,11 +519,11 @@ func (s *secretCache) key(ctx context.Context, ns string, ref *v1alpha1.SecretKe
 	s.mu.Unlock()
 	sec := &corev1.Secret{}
 	if err := s.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, sec); err != nil {
-		return "", fmt.Errorf("Secret %s/%s: %w", ns, ref.Name, err)
+		return "", fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok {
-		return "", fmt.Errorf("Secret %s/%s has no key %q", ns, ref.Name, ref.Key)
+		return "", fmt.Errorf("the Secret %s/%s has no key %q", ns, ref.Name, ref.Key)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -247,7 +247,7 @@ func (g *Gateway) getReport(w http.ResponseWriter, r *http.Request, k *keeper) {
 		writeError(w, newError(http.StatusServiceUnavailable, gatewayapi.TypeServer, gatewayapi.CodeNotPersisted, err.Error()))
 		return
 	}
-	writeJSON(w, http.StatusOK, ref.render(plan, data))
+	writeJSON(w, ref.render(plan, data))
 }
 
 // putPlan sets the report's planned sections. A plan already persisted (by
@@ -292,7 +292,7 @@ func (g *Gateway) putPlan(w http.ResponseWriter, r *http.Request, k *keeper) {
 		k.facts.publication.BlocksCommitted = rep.Committed
 		k.facts.publication.Location = rep.Location
 	})
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, rep)
 }
 
 // postSection publishes one section: the effect of an admitted
@@ -359,7 +359,7 @@ func (g *Gateway) postSection(w http.ResponseWriter, r *http.Request, k *keeper)
 		k.facts.publication.Location = rep.Location
 	})
 	k.g.log.V(1).Info("Published section", "runattempt", k.key, "section", name)
-	writeJSON(w, http.StatusOK, rep)
+	writeJSON(w, rep)
 }
 
 // postSettle settles the publication from what the report holds: Complete
@@ -391,5 +391,5 @@ func (g *Gateway) postSettle(w http.ResponseWriter, r *http.Request, k *keeper) 
 		writeError(w, errNotPersisted("the settlement was recorded but is not yet durable: "+err.Error()))
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
+	writeJSON(w, out)
 }

@@ -19,11 +19,11 @@ package localnode
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"path"
 	"path/filepath"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
@@ -117,7 +117,7 @@ func mounts(c *corev1.Container, volumes map[string]string) mountMap {
 		}
 		m = append(m, [2]string{path.Clean(vm.MountPath), d})
 	}
-	sort.SliceStable(m, func(i, j int) bool { return len(m[i][0]) > len(m[j][0]) })
+	slices.SortStableFunc(m, func(a, b [2]string) int { return len(b[0]) - len(a[0]) })
 	return m
 }
 
@@ -160,9 +160,7 @@ func (n *Node) writeConfigMap(ctx context.Context, ns, name string, items []core
 	for k, v := range cm.Data {
 		data[k] = []byte(v)
 	}
-	for k, v := range cm.BinaryData {
-		data[k] = v
-	}
+	maps.Copy(data, cm.BinaryData)
 	return writeItems(data, items, dir)
 }
 
@@ -172,7 +170,7 @@ func (n *Node) writeSecret(ctx context.Context, ns, name string, items []corev1.
 		if optional {
 			return nil
 		}
-		return fmt.Errorf("Secret %s/%s: %w", ns, name, err)
+		return fmt.Errorf("reading Secret %s/%s: %w", ns, name, err)
 	}
 	return writeItems(s.Data, items, dir)
 }
@@ -213,7 +211,7 @@ func (n *Node) projectToken(ctx context.Context, pod *corev1.Pod, src *corev1.Se
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 			return time.Time{}, err
 		}
-		return tr.Status.ExpirationTimestamp.Time, writeFileAtomic(p, []byte(tr.Status.Token), 0o600)
+		return tr.Status.ExpirationTimestamp.Time, writeFileAtomic(p, []byte(tr.Status.Token), 0o400) // read-only, as projected
 	}
 	exp, err := issue()
 	if err != nil {

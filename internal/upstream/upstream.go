@@ -41,6 +41,9 @@ import (
 	"time"
 )
 
+// finishToolCalls is the finish_reason of an answer with tool calls.
+const finishToolCalls = "tool_calls"
+
 // ScriptField is the request field that carries a scripted turn. The gateway
 // forwards unknown fields untouched, so the turn reaches the upstream.
 const ScriptField = "agentrun_scripted"
@@ -201,7 +204,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	finish := "stop"
 	for _, tc := range turn.Tools {
 		msg.ToolCalls = append(msg.ToolCalls, wireCall(tc, nil))
-		finish = "tool_calls"
+		finish = finishToolCalls
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
@@ -238,8 +241,8 @@ func (s *Server) stream(w http.ResponseWriter, req request, turn *Turn, u usage,
 	finish := "stop"
 	for i, tc := range turn.Tools {
 		idx := i
-		send(delta(map[string]any{"tool_calls": []toolCall{wireCall(tc, &idx)}}, nil), nil)
-		finish = "tool_calls"
+		send(delta(map[string]any{finishToolCalls: []toolCall{wireCall(tc, &idx)}}, nil), nil)
+		finish = finishToolCalls
 	}
 	send(delta(map[string]any{}, finish), nil)
 	if req.StreamOptions != nil && req.StreamOptions.IncludeUsage {

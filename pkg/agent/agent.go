@@ -241,7 +241,8 @@ func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 		// Say why before refusing: the operator sees an escalated fault
 		// instead of a silent crash loop.
 		if ferr := a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
-			Scope: v1alpha1.FaultScopeAgent, Kind: "UnregisteredInterceptor", Escalate: true, Message: textutil.Truncate(err.Error(), 512),
+			Scope: v1alpha1.FaultScopeAgent, Kind: "UnregisteredInterceptor", Escalate: true,
+			Message: textutil.Truncate(err.Error(), 512),
 		}, nil); ferr != nil {
 			a.log.Error(ferr, "Could not report the refusal to start")
 		}
@@ -382,7 +383,8 @@ func (a *Agent) Step(ctx context.Context, progress bool) (int64, error) {
 }
 
 // RecordFault counts a local fault (it changes no phase).
-func (a *Agent) RecordFault(ctx context.Context, scope v1alpha1.FaultScope, kind string, retryable bool, message string) error {
+func (a *Agent) RecordFault(ctx context.Context, scope v1alpha1.FaultScope, kind string, retryable bool,
+	message string) error {
 	return a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
 		Scope: scope, Kind: kind, Retryable: retryable, Message: textutil.Truncate(message, 512)}, nil)
 }

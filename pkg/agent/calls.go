@@ -79,7 +79,8 @@ func (a *Agent) modelError(call *Call, err error) error {
 	var oe *openai.Error
 	if !errors.As(err, &oe) {
 		var ne net.Error
-		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) {
+		if errors.As(err, &ne) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+			errors.Is(err, syscall.ECONNRESET) {
 			// The gateway could not be reached or went away (a restart):
 			// retryable; whether the request was dispatched is the
 			// gateway's to count.
@@ -200,7 +201,8 @@ func (a *Agent) CallTool(ctx context.Context, name string, args any, opts ...Cal
 		}
 		// The outcome must reach the gateway even when ctx ends: it removes
 		// the write-ahead record.
-		if err := a.call(context.WithoutCancel(ctx), http.MethodPost, "/self/toolcalls/"+admitted.ID+"/outcome", out, nil); err != nil {
+		path := "/self/toolcalls/" + admitted.ID + "/outcome"
+		if err := a.call(context.WithoutCancel(ctx), http.MethodPost, path, out, nil); err != nil {
 			a.log.Error(err, "Could not report a tool call's outcome", "tool", name, "call", admitted.ID)
 		}
 		return res, terr

@@ -241,8 +241,9 @@ func (a *Agent) watch(ctx context.Context, apply func(gatewayapi.Attempt)) error
 // deliberately). Make model requests inside ModelRequest to run them through
 // the policy's interceptor chain.
 func (a *Agent) OpenAI(opts ...option.RequestOption) openai.Client {
-	base := []option.RequestOption{
-		option.WithBaseURL(a.cfg.GatewayURL + gatewayapi.ModelPathPrefix + "/"),
+	base := make([]option.RequestOption, 0, 5+len(opts))
+	base = append(base,
+		option.WithBaseURL(a.cfg.GatewayURL+gatewayapi.ModelPathPrefix+"/"),
 		option.WithHTTPClient(a.cfg.HTTPClient),
 		option.WithMaxRetries(0),
 		option.WithAPIKey("token-from-file"),
@@ -254,6 +255,6 @@ func (a *Agent) OpenAI(opts ...option.RequestOption) openai.Client {
 			req.Header.Set("Authorization", "Bearer "+tok)
 			return next(req)
 		}),
-	}
+	)
 	return openai.NewClient(append(base, opts...)...)
 }

@@ -94,7 +94,8 @@ func ConfigFromEnv() Config {
 // BindFlags registers --gateway-url, --token-file and --gateway-ca-file on
 // fs, with the current values (e.g. from ConfigFromEnv) as defaults.
 func (c *Config) BindFlags(fs *flag.FlagSet) {
-	fs.StringVar(&c.GatewayURL, "gateway-url", c.GatewayURL, "the gateway's base URL (default $"+gatewayapi.EnvGatewayURL+")")
+	fs.StringVar(&c.GatewayURL, "gateway-url", c.GatewayURL,
+		"the gateway's base URL (default $"+gatewayapi.EnvGatewayURL+")")
 	fs.StringVar(&c.TokenFile, "token-file", c.TokenFile,
 		"file holding the gateway token (default $"+gatewayapi.EnvTokenFile+")")
 	fs.StringVar(&c.CAFile, "gateway-ca-file", c.CAFile,

@@ -77,13 +77,13 @@ func (s *Stack) startGateway(ctx context.Context) error {
 	port, metricsPort, healthPort := ports[0], ports[1], ports[2]
 	s.GatewayURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	s.GatewayMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	args := []string{
-		"--kubeconfig=" + kubeconfig,
+	args := make([]string, 0, 5+len(s.opts.GatewayArgs))
+	args = append(args,
+		"--kubeconfig="+kubeconfig,
 		fmt.Sprintf("--listen=127.0.0.1:%d", port),
-		"--tls-cert-dir=" + tlsDir,
+		"--tls-cert-dir="+tlsDir,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
-	}
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort))
 	args = append(args, s.opts.GatewayArgs...)
 	s.Gateway = &Operator{
 		Binary:     s.opts.GatewayBinary,

@@ -120,7 +120,8 @@ func chatCompletion(ctx context.Context, c openai.Client, req Request, turn *ups
 		return Response{}, classify(ctx, err)
 	}
 	if len(out.Choices) == 0 {
-		return Response{}, (&ProviderError{Kind: kindBadResponse, Retryable: true, Message: "response has no choices"}).Fault()
+		return Response{}, (&ProviderError{Kind: kindBadResponse, Retryable: true,
+			Message: "response has no choices"}).Fault()
 	}
 	choice := out.Choices[0]
 	resp := Response{Content: choice.Message.Content, Tokens: out.Usage.TotalTokens}

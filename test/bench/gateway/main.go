@@ -297,7 +297,7 @@ func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, r
 	}
 
 	var results []result
-	for _, rs := range strings.Split(ratesFlag, ",") {
+	for rs := range strings.SplitSeq(ratesFlag, ",") {
 		rate, err := strconv.Atoi(strings.TrimSpace(rs))
 		if err != nil {
 			return err
