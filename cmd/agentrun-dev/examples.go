@@ -44,7 +44,8 @@ var builtinExamples embed.FS
 
 // withExamples appends the example objects to objs when --examples is set,
 // after installing the examples' dependencies.
-func withExamples(ctx context.Context, objs []*unstructured.Unstructured, root, upstream string) ([]*unstructured.Unstructured, error) {
+func withExamples(ctx context.Context, objs []*unstructured.Unstructured, root, upstream string) (
+	[]*unstructured.Unstructured, error) {
 	if !*withExampleRuns {
 		return objs, nil
 	}

@@ -21,7 +21,6 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
-	"sort"
 	"strings"
 	"testing"
 
@@ -92,7 +91,7 @@ func handlerRoutes(t *testing.T) []string {
 	if n := strings.Count(body, "mux.Handle("); n != len(out) {
 		t.Fatalf("parsed %d of %d mux.Handle lines; update this test's pattern", len(out), n)
 	}
-	sort.Strings(out)
+	slices.Sort(out)
 	return out
 }
 
@@ -109,7 +108,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 			documented = append(documented, strings.ToUpper(method)+" "+path)
 		}
 	}
-	sort.Strings(documented)
+	slices.Sort(documented)
 	served := handlerRoutes(t)
 	if len(served) < 10 {
 		t.Fatalf("found only %d routes in Handler(): %v", len(served), served)
@@ -146,8 +145,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		}
 		var fields []string
 		rt := reflect.TypeOf(v)
-		for i := range rt.NumField() {
-			tag := strings.Split(rt.Field(i).Tag.Get("json"), ",")[0]
+		for f := range rt.Fields() {
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			if tag != "" && tag != "-" {
 				fields = append(fields, tag)
 			}
@@ -156,8 +155,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		for p := range s.Properties {
 			props = append(props, p)
 		}
-		sort.Strings(fields)
-		sort.Strings(props)
+		slices.Sort(fields)
+		slices.Sort(props)
 		if !slices.Equal(fields, props) {
 			t.Errorf("schema %s has properties %v; gatewayapi.%s has JSON fields %v", name, props, rt.Name(), fields)
 		}
