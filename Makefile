@@ -64,7 +64,12 @@ vet: ## Run go vet against code.
 .PHONY: test
 test: manifests generate fmt vet envtest-assets ## Run unit, envtest and e2e suites (builds the envtest toolchain on first use).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
+	$(MAKE) --no-print-directory test-clients
 	$(MAKE) --no-print-directory test-e2e
+
+.PHONY: test-clients
+test-clients: ## Test the non-Go clients (Python SDK, openai examples for PyPI and npm) against the conformance gateway.
+	hack/test-clients.sh
 
 .PHONY: fuzz
 fuzz: ## Run every Go fuzz target for FUZZTIME each (default 60s).

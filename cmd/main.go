@@ -256,6 +256,7 @@ func main() {
 		MaxConcurrentReconciles: workers,
 		Gateway:                 runpod.Gateway{URL: gatewayURL},
 		GatewayCA:               gatewayCA,
+		GatewayCAFile:           gatewayCAFile,
 		AttemptEgress:           egressPolicy(attemptEgress, gatewayNamespace),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "researchrun")

@@ -174,10 +174,15 @@ func main() {
 			return err
 		case <-ctx.Done():
 		}
+		// Streams end first, then in-flight requests finish (20s), then the
+		// last facts are written with a bound of their own.
+		gw.Drain()
 		sctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()
 		_ = srv.Shutdown(sctx)
-		if err := gw.Shutdown(sctx); err != nil {
+		fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer fcancel()
+		if err := gw.Shutdown(fctx); err != nil {
 			setupLog.Error(err, "Could not write every attempt's last facts")
 		}
 		if err := <-errc; err != nil && !errors.Is(err, http.ErrServerClosed) {

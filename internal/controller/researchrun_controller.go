@@ -79,6 +79,9 @@ type ResearchRunReconciler struct {
 	// in every namespace with attempts; nil when the gateway's certificate is
 	// publicly trusted.
 	GatewayCA []byte
+	// GatewayCAFile, when set, is where GatewayCA was read from; it is
+	// re-read so a rotated CA reaches every namespace.
+	GatewayCAFile string
 	// AttemptEgress, when set, is kept in every namespace with attempts (see
 	// AttemptEgressPolicy).
 	AttemptEgress *networkingv1.NetworkPolicy
@@ -545,7 +548,8 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if len(r.GatewayCA) > 0 && r.Gateway.CAConfigMap == "" {
 		r.Gateway.CAConfigMap = runpod.DefaultGatewayCAConfigMap
 	}
-	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, egress: r.AttemptEgress, ready: map[string]bool{}}
+	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, caFile: r.GatewayCAFile, caRead: time.Now(),
+		egress: r.AttemptEgress, ready: map[string]bool{}}
 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

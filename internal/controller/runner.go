@@ -20,7 +20,9 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -48,6 +50,10 @@ const DefaultGatewayURL = "https://agentrun-gateway.agentrun-system.svc:8443"
 type runners struct {
 	caConfigMap string
 	ca          []byte
+	// caFile, when set, is re-read (at most once a minute) so a rotated CA
+	// reaches every namespace without an operator restart.
+	caFile string
+	caRead time.Time
 	// egress, when set, is the NetworkPolicy kept in every namespace with
 	// attempts: attempt pods may reach only the gateway and DNS.
 	egress *networkingv1.NetworkPolicy
@@ -58,6 +64,7 @@ type runners struct {
 func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Reader, namespace, sa string) error {
 	key := namespace + "/" + sa
 	r.mu.Lock()
+	r.rereadCALocked()
 	done := r.ready[key]
 	r.mu.Unlock()
 	if done {
@@ -89,6 +96,21 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 	r.ready[key] = true
 	r.mu.Unlock()
 	return nil
+}
+
+// rereadCALocked re-reads the CA file once a minute; a changed CA marks
+// every namespace to be prepared again.
+func (r *runners) rereadCALocked() {
+	if r.caFile == "" || time.Since(r.caRead) < time.Minute {
+		return
+	}
+	r.caRead = time.Now()
+	data, err := os.ReadFile(r.caFile)
+	if err != nil || len(data) == 0 || bytes.Equal(data, r.ca) {
+		return
+	}
+	r.ca = data
+	r.ready = map[string]bool{}
 }
 
 // ensureCA keeps the gateway's CA bundle in the namespace's CA ConfigMap.

@@ -79,6 +79,23 @@ func decode(r *http.Request, v any) *apiError {
 	return nil
 }
 
+// ended refuses a fact reported after the run was Terminated (nothing can
+// change its outcome any more). A superseded attempt's facts are still
+// accepted: its usage counts, though it cannot drive the phase.
+func (k *keeper) ended(w http.ResponseWriter) bool {
+	k.mu.Lock()
+	var e *apiError
+	if k.deleted || k.obj.Spec.RunPhase == v1alpha1.PhaseTerminated {
+		e = k.stoppedLocked()
+	}
+	k.mu.Unlock()
+	if e != nil {
+		writeError(w, e)
+		return true
+	}
+	return false
+}
+
 func (g *Gateway) getSelf(w http.ResponseWriter, r *http.Request, k *keeper) {
 	k.refresh(r.Context())
 	writeJSON(w, k.view())
@@ -124,6 +141,8 @@ func (g *Gateway) watchSelf(w http.ResponseWriter, r *http.Request, k *keeper) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-g.drain:
+			return
 		case <-ch:
 		case <-poll.C():
 			k.refresh(ctx)
@@ -137,11 +156,16 @@ func (g *Gateway) watchSelf(w http.ResponseWriter, r *http.Request, k *keeper) {
 }
 
 func (g *Gateway) heartbeat(w http.ResponseWriter, _ *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	w.WriteHeader(http.StatusNoContent)
-	_ = k
 }
 
 func (g *Gateway) postStep(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	var req gatewayapi.StepRequest
 	if e := decode(r, &req); e != nil {
 		writeError(w, e)
@@ -159,6 +183,9 @@ func (g *Gateway) postStep(w http.ResponseWriter, r *http.Request, k *keeper) {
 }
 
 func (g *Gateway) postFinish(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	if e := decode(r, &struct{}{}); e != nil {
 		writeError(w, e)
 		return
@@ -171,6 +198,9 @@ func (g *Gateway) postFinish(w http.ResponseWriter, r *http.Request, k *keeper) 
 }
 
 func (g *Gateway) putCheckpoint(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	var req gatewayapi.CheckpointRequest
 	if e := decode(r, &req); e != nil {
 		writeError(w, e)
@@ -187,6 +217,9 @@ func (g *Gateway) putCheckpoint(w http.ResponseWriter, r *http.Request, k *keepe
 var kindPattern = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9]*$`)
 
 func (g *Gateway) postAdvice(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	var req gatewayapi.AdviceRequest
 	if e := decode(r, &req); e != nil {
 		writeError(w, e)
@@ -210,6 +243,9 @@ var faultScopes = []v1alpha1.FaultScope{
 }
 
 func (g *Gateway) postFault(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	var req gatewayapi.FaultRequest
 	if e := decode(r, &req); e != nil {
 		writeError(w, e)

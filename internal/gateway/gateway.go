@@ -95,6 +95,9 @@ type Gateway struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
+	drainOnce sync.Once
+	drain     chan struct{} // closed by Drain: long-lived streams end
+
 	mu      sync.Mutex
 	keepers map[types.NamespacedName]*keeper
 	secrets *secretCache
@@ -142,6 +145,7 @@ func New(opts Options) (*Gateway, error) {
 		opts: opts, log: opts.Log, clock: opts.Clock,
 		metrics: newMetrics(opts.Registry),
 		keepers: map[types.NamespacedName]*keeper{},
+		drain:   make(chan struct{}),
 	}
 	g.secrets = &secretCache{c: opts.Client}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
@@ -149,6 +153,11 @@ func New(opts Options) (*Gateway, error) {
 	go g.janitor()
 	return g, nil
 }
+
+// Drain ends every attempt watch stream (clients reconnect, to another
+// instance's restart), so an HTTP server's graceful shutdown does not wait
+// for streams that never end on their own. Call it before that shutdown.
+func (g *Gateway) Drain() { g.drainOnce.Do(func() { close(g.drain) }) }
 
 // Shutdown writes every keeper's pending facts (bounded by ctx) and stops
 // the gateway's background work.

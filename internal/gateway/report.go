@@ -298,6 +298,9 @@ func (g *Gateway) putPlan(w http.ResponseWriter, r *http.Request, k *keeper) {
 // postSection publishes one section: the effect of an admitted
 // report.publish tool call with the same section and content.
 func (g *Gateway) postSection(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	var req gatewayapi.PublishRequest
 	if e := decode(r, &req); e != nil {
 		writeError(w, e)
@@ -365,6 +368,9 @@ func (g *Gateway) postSection(w http.ResponseWriter, r *http.Request, k *keeper)
 // postSettle settles the publication from what the report holds: Complete
 // if every planned section is in it, Partial if some are, None if none.
 func (g *Gateway) postSettle(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if k.ended(w) {
+		return
+	}
 	if e := decode(r, &struct{}{}); e != nil {
 		writeError(w, e)
 		return

@@ -1,0 +1,60 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway_test
+
+import (
+	"net/http"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// TestFactsAfterTerminatedAreRefused: once the run is Terminated nothing the
+// agent reports can change it; a superseded attempt's facts still count.
+func TestFactsAfterTerminatedAreRefused(t *testing.T) {
+	g := NewWithT(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	routes := []struct{ method, path, body string }{
+		{http.MethodPost, "/agentrun/v1/self/steps", `{"progress":true}`},
+		{http.MethodPost, "/agentrun/v1/self/heartbeat", ``},
+		{http.MethodPost, "/agentrun/v1/self/faults", `{"scope":"Tool","kind":"Timeout"}`},
+		{http.MethodPost, "/agentrun/v1/self/advice", `{"source":"reviewer","kind":"Continue"}`},
+		{http.MethodPut, "/agentrun/v1/self/checkpoint", `{"checkpoint":"c"}`},
+		{http.MethodPost, "/agentrun/v1/self/finish", `{}`},
+		{http.MethodPost, "/agentrun/v1/self/settle", `{}`},
+	}
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.Superseded = true })
+	resp := e.Do(http.MethodPost, "/agentrun/v1/self/steps", gatewaytest.Token, []byte(`{"progress":true}`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "a superseded attempt's facts are still accepted")
+	_ = resp.Body.Close()
+
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.RunPhase = v1alpha1.PhaseTerminated })
+	for _, r := range routes {
+		var body []byte
+		if r.body != "" {
+			body = []byte(r.body)
+		}
+		resp := e.Do(r.method, r.path, gatewaytest.Token, body)
+		g.Expect(resp.StatusCode).To(Equal(http.StatusConflict), "%s %s", r.method, r.path)
+		g.Expect(errorBody(g, resp).Code).To(Equal(gatewayapi.CodeRunTerminated), "%s %s", r.method, r.path)
+	}
+	g.Expect(e.Status().Publication.Settled).To(BeFalse(), "no settlement after the end")
+}
