@@ -29,6 +29,11 @@ const (
 	LabelAttempt = "agentrun.dev/attempt"
 	// LabelSession is the name of the Session, on RunAttempts and pods.
 	LabelSession = "agentrun.dev/session"
+	// LabelProviderKey marks a Secret whose keys the gateway may send to a
+	// model provider ("true"). Without it a RuntimePolicy naming the Secret
+	// is refused at request time: writing a policy alone cannot make the
+	// gateway send an arbitrary Secret to a URL of the writer's choice.
+	LabelProviderKey = "agentrun.dev/provider-key"
 
 	// EnvNamespace tells the agent its namespace.
 	EnvNamespace = "AGENTRUN_NAMESPACE"
@@ -41,8 +46,9 @@ const (
 )
 
 // Grant is the allowance of one attempt, in absolute counters of that attempt's
-// own usage. The SDK refuses any request beyond it (a local refusal, not a
-// failure). Usage reported above the grant is a PolicyViolation.
+// own usage. agentrun-gateway refuses any request beyond it (HTTP 429, a
+// refusal, not a failure) and reserves a request's tokens before dispatch, so
+// usage cannot cross it. Usage recorded above the grant is a PolicyViolation.
 type Grant struct {
 	// modelRequests the attempt may have made in total.
 	// +kubebuilder:validation:Minimum=0
@@ -122,8 +128,8 @@ type RunAttemptSpec struct {
 	// podName is the attempt pod's name.
 	// +optional
 	PodName string `json:"podName,omitempty"`
-	// podUID is the attempt pod's UID, set once the pod exists. Only a
-	// service-account token bound to this pod may write this attempt's status.
+	// podUID is the attempt pod's UID, set once the pod exists. The gateway
+	// serves this attempt only to a token bound to this pod.
 	// +optional
 	PodUID string `json:"podUID,omitempty"`
 	// runPhase mirrors the run's phase, so the agent knows when it is
@@ -281,9 +287,10 @@ type Publication struct {
 	Location string `json:"location,omitempty"`
 }
 
-// RunAttemptStatus is the facts the attempt pod reports: a bounded reported
-// state, not a log. Only the pod bound to spec.podUID (or the operator) may
-// write it.
+// RunAttemptStatus is the attempt's facts: a bounded reported state, not a
+// log. agentrun-gateway is their one author (usage from what it dispatched,
+// the rest from what the attempt's pod reports through it); only the gateway
+// and the operator may write it.
 type RunAttemptStatus struct {
 	// observedGeneration is the spec generation the agent last read.
 	// +optional
@@ -351,7 +358,8 @@ type RunAttemptStatus struct {
 
 // RunAttempt is the two-way channel of one attempt of a ResearchRun: spec carries
 // grants and directives down (written by the operator), status carries facts up
-// (written by the attempt's pod). Named <run>-<attempt>, owned by the run.
+// (written by agentrun-gateway for the attempt's pod). Named <run>-<attempt>,
+// owned by the run.
 type RunAttempt struct {
 	metav1.TypeMeta `json:",inline"`
 
@@ -363,7 +371,7 @@ type RunAttempt struct {
 	// +required
 	Spec RunAttemptSpec `json:"spec"`
 
-	// status is written only by the attempt's pod (or the operator).
+	// status is written only by agentrun-gateway (or the operator).
 	// +optional
 	Status RunAttemptStatus `json:"status,omitzero"`
 }

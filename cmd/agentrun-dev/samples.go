@@ -349,8 +349,9 @@ func withProvider(ctx context.Context, s *stack.Stack, objs []*unstructured.Unst
 	model := map[string]any{"name": "real", "baseURL": o.providerURL, "upstreamModel": o.providerName}
 	if len(key) > 0 {
 		sec := &corev1.Secret{
-			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "agentrun-dev-provider"},
-			Data:       map[string][]byte{"api-key": key},
+			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "agentrun-dev-provider",
+				Labels: map[string]string{v1.LabelProviderKey: "true"}},
+			Data: map[string][]byte{"api-key": key},
 		}
 		if err := s.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, err

@@ -71,6 +71,7 @@ func main() {
 		metricsAddr, probeAddr             string
 		flushInterval, tokenTTL            time.Duration
 		upstreamTimeout                    time.Duration
+		nodeName                           string
 		qps                                float64
 		burst                              int
 	)
@@ -86,6 +87,9 @@ func main() {
 	flag.DurationVar(&tokenTTL, "token-cache-ttl", 10*time.Second, "How long a TokenReview answer is reused.")
 	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout,
 		"Bound of one upstream model request.")
+	flag.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"),
+		"The node this instance serves (default $NODE_NAME): tokens of pods on other nodes are refused, "+
+			"so an attempt's counts are never split. Empty: no check.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Client-side QPS limit for requests to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Client-side burst for requests to the API server.")
 	zopts := zap.Options{}
@@ -114,6 +118,7 @@ func main() {
 		Authenticator:   &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL},
 		FlushInterval:   flushInterval,
 		UpstreamTimeout: upstreamTimeout,
+		NodeName:        nodeName,
 		Log:             ctrl.Log.WithName("gateway"),
 		Registry:        ctrlmetrics.Registry,
 	})

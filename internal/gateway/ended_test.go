@@ -18,11 +18,15 @@ package gateway_test
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
@@ -57,4 +61,36 @@ func TestFactsAfterTerminatedAreRefused(t *testing.T) {
 		g.Expect(errorBody(g, resp).Code).To(Equal(gatewayapi.CodeRunTerminated), "%s %s", r.method, r.path)
 	}
 	g.Expect(e.Status().Publication.Settled).To(BeFalse(), "no settlement after the end")
+}
+
+// TestATokenOfAPodOnAnotherNodeIsRefused: one gateway per node, so a run's
+// counts are never split between instances.
+func TestATokenOfAPodOnAnotherNodeIsRefused(t *testing.T) {
+	g := NewWithT(t)
+	c := fake.NewClientBuilder().WithScheme(gatewaytest.Scheme()).WithObjects(gatewaytest.Attempt()).
+		WithStatusSubresource(&v1alpha1.RunAttempt{}).Build()
+	id := gateway.Identity{Username: "system:serviceaccount:team:agentrun-runner", Namespace: gatewaytest.Namespace,
+		PodName: gatewaytest.RunAttempt, PodUID: gatewaytest.PodUID}
+	here, there := id, id
+	here.NodeName, there.NodeName = "node-a", "node-b"
+	gw, err := gateway.New(gateway.Options{Client: c, NodeName: "node-a", Registry: prometheus.NewRegistry(),
+		Authenticator: gateway.StaticTokens{"here": here, "there": there}})
+	g.Expect(err).NotTo(HaveOccurred())
+	srv := httptest.NewServer(gw.Handler())
+	t.Cleanup(srv.Close)
+	get := func(token string) *http.Response {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/agentrun/v1/self", nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp
+	}
+	resp := get("there")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusMisdirectedRequest))
+	eb := errorBody(g, resp)
+	g.Expect(eb.Code).To(Equal(gatewayapi.CodeWrongNode))
+	g.Expect(eb.Message).To(ContainSubstring("runs on node node-b"))
+	resp = get("here")
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	_ = resp.Body.Close()
 }

@@ -75,6 +75,10 @@ type Options struct {
 	FlushInterval time.Duration
 	PollInterval  time.Duration
 	PodWait       time.Duration
+	// NodeName is the node this gateway instance serves (one per node):
+	// a pod token bound to a pod on another node is refused, so one
+	// attempt's counts are never split between instances. Empty: no check.
+	NodeName string
 	// MaxConflictRetries of one status write (default 10).
 	MaxConflictRetries int
 	// Log receives the gateway's logs.
@@ -294,6 +298,11 @@ func (g *Gateway) resolve(r *http.Request) (*keeper, *apiError) {
 	if id.PodUID == "" || id.PodName == "" || id.Namespace == "" {
 		return nil, newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeNotAnAttempt,
 			fmt.Sprintf("%s is not bound to a pod: only attempt pods, with their projected token, may use the gateway", id.Username))
+	}
+	if g.opts.NodeName != "" && id.NodeName != "" && id.NodeName != g.opts.NodeName {
+		return nil, newError(http.StatusMisdirectedRequest, gatewayapi.TypePermission, gatewayapi.CodeWrongNode,
+			fmt.Sprintf("pod %s runs on node %s; its gateway is the one on that node (this one serves %s), "+
+				"so an attempt's counts are never split", id.PodName, id.NodeName, g.opts.NodeName))
 	}
 	key := types.NamespacedName{Namespace: id.Namespace, Name: id.PodName}
 	g.mu.Lock()

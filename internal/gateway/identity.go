@@ -38,6 +38,7 @@ import (
 const (
 	extraPodName = "authentication.kubernetes.io/pod-name"
 	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+	extraNode    = "authentication.kubernetes.io/node-name"
 )
 
 // Identity is who a request comes from, as the API server vouches.
@@ -49,6 +50,8 @@ type Identity struct {
 	// PodName and PodUID of the pod the token is bound to ("" if unbound).
 	PodName string
 	PodUID  string
+	// NodeName is the node the pod runs on, when the API server says so.
+	NodeName string
 }
 
 // Authenticator turns a bearer token into an identity. It returns
@@ -131,6 +134,9 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Identit
 	}
 	if v := tr.Status.User.Extra[extraPodUID]; len(v) > 0 {
 		id.PodUID = v[0]
+	}
+	if v := tr.Status.User.Extra[extraNode]; len(v) > 0 {
+		id.NodeName = v[0]
 	}
 
 	t.mu.Lock()

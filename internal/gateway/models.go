@@ -234,7 +234,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 	key, err := g.secrets.key(r.Context(), k.key.Namespace, m.APIKeySecretRef)
 	if err != nil {
 		g.log.Error(err, "Could not read a provider key", "runattempt", k.key, fieldModel, m.Name)
-		writeError(w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, "provider_key_unavailable",
+		writeError(w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeProviderKeyUnavailable,
 			fmt.Sprintf("the gateway could not read the provider key of model %q: %v", m.Name, err)))
 		return
 	}
@@ -520,6 +520,10 @@ func (s *secretCache) key(ctx context.Context, ns string, ref *v1alpha1.SecretKe
 	sec := &corev1.Secret{}
 	if err := s.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, sec); err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
+	}
+	if sec.Labels[v1alpha1.LabelProviderKey] != "true" {
+		return "", fmt.Errorf("the Secret %s/%s is not marked as a provider key (label %s=true): "+
+			"the gateway sends only keys a namespace admin marked for it", ns, ref.Name, v1alpha1.LabelProviderKey)
 	}
 	v, ok := sec.Data[ref.Key]
 	if !ok {

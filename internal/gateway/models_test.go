@@ -88,7 +88,8 @@ func modelEnv(t *testing.T, mutate func(*v1alpha1.RunAttempt)) (*gatewaytest.Env
 	rec := &recorder{inner: &upstream.Server{}}
 	up := httptest.NewServer(rec)
 	t.Cleanup(up.Close)
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "provider"},
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "provider",
+		Labels: map[string]string{v1alpha1.LabelProviderKey: "true"}},
 		Data: map[string][]byte{"key": []byte("sk-provider-secret\n")}}
 	e := gatewaytest.Start(t, gatewaytest.Options{
 		Objects: []client.Object{secret},
@@ -402,4 +403,26 @@ func TestModelDoorChargesAClientThatLeavesMidStream(t *testing.T) {
 	}
 	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }, 5*time.Second).
 		Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 77}), "charged what the provider reported")
+}
+
+// TestModelDoorSendsOnlyKeysMarkedForIt: a policy naming an unmarked Secret
+// gets nothing sent, and nothing counted.
+func TestModelDoorSendsOnlyKeysMarkedForIt(t *testing.T) {
+	g := NewWithT(t)
+	rec := &recorder{inner: &upstream.Server{}}
+	up := httptest.NewServer(rec)
+	t.Cleanup(up.Close)
+	unmarked := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "db-password"},
+		Data: map[string][]byte{"password": []byte("hunter2")}}
+	e := gatewaytest.Start(t, gatewaytest.Options{Objects: []client.Object{unmarked}, Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.Models[0].BaseURL = up.URL + "/v1"
+		ra.Spec.Policy.Models[0].APIKeySecretRef = &v1alpha1.SecretKeyRef{Name: "db-password", Key: "password"}
+	}})
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusInternalServerError))
+	eb := errorBody(g, resp)
+	g.Expect(eb.Code).To(Equal(gatewayapi.CodeProviderKeyUnavailable))
+	g.Expect(eb.Message).To(ContainSubstring("agentrun.dev/provider-key=true"))
+	g.Expect(rec.bodies).To(BeEmpty())
+	g.Expect(e.Status().Usage.ModelRequests).To(BeZero())
 }

@@ -14,30 +14,30 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package agent is the Go SDK an agentrun attempt pod links: the agent's side
-// of the RunAttempt protocol.
+// Package agent is the Go SDK an agentrun attempt pod links: a client of
+// agentrun-gateway, the attempt's only door to models and to its facts.
 //
-// An Agent reads and watches its attempt's RunAttempt (spec: grant,
-// directives, policy snapshot, permission mode, approvals, phase) and reports
-// facts to its status (usage, steps, call fingerprints, write-ahead records,
-// faults, advice, awaited approvals, finish, publication, checkpoint,
-// heartbeat). Whatever the agent loop does, the SDK:
+// The gateway enforces what the run may do — the grant (a hard cap: it counts
+// every request it dispatches and reserves a request's tokens first), the
+// phase (only the reserve while Finalizing), the permission mode × tool risk,
+// approvals, write-ahead records of side-effecting calls — and it alone
+// writes the RunAttempt's status. The SDK:
 //
-//   - refuses any model request or tool call beyond spec.grant (ErrGrantExhausted,
-//     a local refusal reported as a fault, never a run failure);
-//   - applies the shared permission matrix (pkg/permission) to every tool call,
-//     waiting for an approval when it says Confirm;
-//   - runs the policy's resolved interceptor chain, in exactly its order, with
+//   - follows the attempt's view (grant, phase, mode, directives, approvals)
+//     as the gateway streams it, and cancels the attempt's context when the
+//     run is Terminated or the attempt superseded;
+//   - gives the agent an official OpenAI client pointed at the gateway's model
+//     door (Agent.OpenAI), and ModelRequest to run a model call through the
+//     policy's interceptor chain with the gateway's refusals as *Refusal;
+//   - reports every tool call to the gateway before it runs (CallTool: the
+//     gateway admits it, waits for an approval if needed, persists the
+//     write-ahead record) and its outcome after;
+//   - runs the policy's resolved interceptor chain in exactly its order with
 //     each interceptor's failure posture, and refuses to start when the chain
 //     names an interceptor the agent did not register;
-//   - persists a write-ahead record of every side-effecting call before it is
-//     dispatched;
-//   - allows only output work while the run is Finalizing, and cancels the
-//     attempt's context when the run is Terminated, the attempt superseded or
-//     its RunAttempt deleted;
-//   - writes facts coalesced (one status write per flush interval), retries
-//     conflicts from its local state, never drops a recorded fact, and keeps
-//     every table bounded.
+//   - reports the facts only the agent knows: steps and progress, finish,
+//     checkpoint, advice, faults and escalations, and publishes through the
+//     gateway, which writes the run's report and settles from what it persisted.
 //
 // Typical use:
 //
@@ -45,13 +45,18 @@ limitations under the License.
 //	_ = a.RegisterTool(agent.Tool{Name: "http.get", Run: fetch})
 //	ctx, err := a.Start(ctx) // ends on Terminated; agent.Stopped(context.Cause(ctx))
 //	defer a.Close(context.WithoutCancel(ctx))
+//	oa := a.OpenAI()
 //	for !a.Finalizing() {
-//		err := a.ModelRequest(ctx, "model", ask)
+//		err := a.ModelRequest(ctx, "gpt-4o-mini", func(ctx context.Context) error {
+//			_, err := oa.Chat.Completions.New(ctx, params)
+//			return err
+//		})
 //		page, err := a.CallTool(ctx, "http.get", map[string]any{"url": u})
-//		a.Step(progress)
+//		_, _ = a.Step(ctx, progress)
 //	}
 //	_ = a.ProposeFinish(ctx)
-//	_ = a.Settle(ctx, v1alpha1.SettlementComplete)
+//	_, _ = a.Settle(ctx)
 //
-// docs/sdk.md walks through a complete agent (the package Example).
+// docs/sdk.md walks through a complete agent (the package Example);
+// docs/gateway-api.md is the wire protocol for agents in other languages.
 package agent

@@ -60,8 +60,6 @@ var (
 	ErrTerminated = errors.New("the run is terminated")
 	// ErrSuperseded: a newer attempt replaced this one.
 	ErrSuperseded = errors.New("the attempt was superseded by a newer attempt")
-	// ErrRunAttemptDeleted: the RunAttempt no longer exists.
-	ErrRunAttemptDeleted = errors.New("the RunAttempt was deleted")
 )
 
 // Lifecycle errors of the Agent itself.
@@ -106,11 +104,12 @@ func IsRefusal(err error) bool {
 }
 
 // Stopped reports whether err (typically context.Cause of the context Start
-// returned) says the attempt must stop: the run is Terminated, the attempt
-// was superseded or its RunAttempt deleted. An agent exits cleanly (status 0)
+// returned) says the attempt must stop: the run is Terminated (or its
+// RunAttempt deleted: the gateway says run_terminated) or the attempt was
+// superseded. An agent exits cleanly (status 0)
 // when Stopped is true.
 func Stopped(err error) bool {
-	return errors.Is(err, ErrTerminated) || errors.Is(err, ErrSuperseded) || errors.Is(err, ErrRunAttemptDeleted)
+	return errors.Is(err, ErrTerminated) || errors.Is(err, ErrSuperseded)
 }
 
 // FaultError is an error that says how to report it: tools and model providers

@@ -42,7 +42,6 @@ type metrics struct {
 	interceptorErrors  *prometheus.CounterVec
 	buffered           *prometheus.GaugeVec
 	refusals           *prometheus.CounterVec
-	writes             *prometheus.CounterVec
 	calls              *prometheus.CounterVec
 }
 
@@ -64,17 +63,13 @@ func newMetrics(reg *prometheus.Registry) *metrics {
 		}, []string{labelInterceptor}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_agent_refusals_total",
-			Help: "Local refusals (calls the SDK did not dispatch), by fault kind.",
+			Help: "Refused calls (by the gateway, or by a fail-closed interceptor), by fault kind.",
 		}, []string{"kind"}),
-		writes: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "agentrun_agent_status_writes_total",
-			Help: "RunAttempt status writes, by result (ok, conflict, error).",
-		}, []string{"result"}),
 		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_agent_calls_total",
 			Help: "Dispatched model requests and tool calls, by kind and name.",
 		}, []string{"kind", "name"}),
 	}
-	reg.MustRegister(m.interceptorSeconds, m.interceptorErrors, m.buffered, m.refusals, m.writes, m.calls)
+	reg.MustRegister(m.interceptorSeconds, m.interceptorErrors, m.buffered, m.refusals, m.calls)
 	return m
 }

@@ -82,8 +82,15 @@ const (
 	CodePermissionDenied = "permission_denied"
 	// CodeApprovalDenied: the call needed confirmation and was denied (HTTP 403).
 	CodeApprovalDenied = "approval_denied"
-	// CodeApprovalPending: the call awaits approval and the wait ended first (HTTP 202 is not used: 408).
+	// CodeApprovalPending: the call awaits approval and the wait ended first;
+	// report the call again to keep waiting (HTTP 409).
 	CodeApprovalPending = "approval_pending"
+	// CodeWrongNode: the pod runs on another node than this gateway
+	// instance serves (HTTP 421); its requests belong to its node's gateway.
+	CodeWrongNode = "wrong_node"
+	// CodeProviderKeyUnavailable: the gateway could not read the model's
+	// provider key (HTTP 500).
+	CodeProviderKeyUnavailable = "provider_key_unavailable"
 	// CodeUnknownTool: the tool is not in the policy's catalogue (HTTP 404).
 	CodeUnknownTool = "unknown_tool"
 	// CodeNotFound: no such resource (an unknown tool call id, path) (HTTP 404).

@@ -155,7 +155,8 @@ func completion(content string, calls ...[2]string) string {
 // gptModel serves model gpt-test from srv, with the provider key in a
 // Secret only the gateway reads.
 func gptModel(srv *chatServer) (func(*v1.RunAttempt), client.Object) {
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "openai"},
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "openai",
+		Labels: map[string]string{v1.LabelProviderKey: "true"}},
 		Data: map[string][]byte{"key": []byte("sk-test\n")}}
 	return func(ra *v1.RunAttempt) {
 		ra.Spec.Policy.Models = append(ra.Spec.Policy.Models, v1.Model{
