@@ -464,6 +464,11 @@ var _ = Describe("Authority over state", func() {
 				Labels: map[string]string{v1.LabelRun: "mine"}}}
 			return c.Create(ctx, cm, client.DryRunAll)
 		}
+		writes["another run's report name"] = func(c client.Client) error {
+			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other-report",
+				Labels: map[string]string{v1.LabelRun: "mine"}}}
+			return c.Create(ctx, cm, client.DryRunAll)
+		}
 		writes["other ConfigMap"] = func(c client.Client) error {
 			cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "settings",
 				Labels: map[string]string{v1.LabelRun: "mine"}}}
@@ -471,9 +476,9 @@ var _ = Describe("Authority over state", func() {
 		}
 		allowed := map[string]map[string]bool{
 			"operator": {"RunAttempt status": true, "RunAttempt spec": true, "ResearchRun status": true, "RunAttempt delete": true,
-				"Session status": true, "report ConfigMap": true, "other ConfigMap": true},
+				"Session status": true, "report ConfigMap": true, "other ConfigMap": true, "another run's report name": true},
 			"gateway":       {"RunAttempt status": true, "report ConfigMap": true},
-			"ordinary user": {"report ConfigMap": true, "other ConfigMap": true},
+			"ordinary user": {"report ConfigMap": true, "other ConfigMap": true, "another run's report name": true},
 		}
 		for who, c := range creds {
 			for what, write := range writes {

@@ -47,6 +47,7 @@ var rbacMatrix = struct {
 		{"agentrun.dev", "runtimepolicies"}, {"agentrun.dev", "runtimepolicies/status"},
 		{"", "pods"}, {"", "configmaps"}, {"", "secrets"}, {"", "serviceaccounts"},
 		{"rbac.authorization.k8s.io", "rolebindings"}, {"rbac.authorization.k8s.io", "clusterroles"},
+		{"authentication.k8s.io", "tokenreviews"}, {"networking.k8s.io", "networkpolicies"},
 		{"events.k8s.io", "events"},
 	},
 	verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete", "bind"},
