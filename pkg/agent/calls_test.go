@@ -471,8 +471,11 @@ func TestFinalizing(t *testing.T) {
 	_, err = ask(ctx, a, gatewaytest.Model, &upstream.Turn{Say: "the summary", Tokens: 5})
 	e.g.Expect(err).NotTo(HaveOccurred(), "the model door serves the reserve")
 
-	// The reserve used up: refused as exhausted.
-	_, err = a.CallTool(ctx, "report.publish", map[string]any{"section": "more", "content": "..."})
+	// The reserve used up: refused as exhausted (at once: the grant is
+	// checked before any approval is awaited).
+	bounded, cancel := context.WithTimeout(ctx, wait)
+	defer cancel()
+	_, err = a.CallTool(bounded, "report.publish", map[string]any{"section": "more", "content": "..."})
 	e.g.Expect(err).To(MatchError(agent.ErrGrantExhausted))
 	e.g.Expect(err.Error()).To(ContainSubstring("reserve is used up"))
 	_, err = ask(ctx, a, gatewaytest.Model, nil)
