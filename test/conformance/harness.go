@@ -172,7 +172,8 @@ func (s *Server) Close() {
 }
 
 // operator plays the operator's part: Finalizing once the working grant is
-// used up (the reserve added), Terminated once the publication settled.
+// used up and a call was refused at it (the reserve added), Terminated once
+// the publication settled.
 func (s *Server) operator(ctx context.Context) {
 	defer s.wg.Done()
 	t := time.NewTicker(20 * time.Millisecond)
@@ -192,7 +193,7 @@ func (s *Server) operator(ctx context.Context) {
 		case spec.RunPhase == v1alpha1.PhaseTerminated:
 		case st.Publication.Settled:
 			_ = s.UpdateSpec(func(sp *v1alpha1.RunAttemptSpec) { sp.RunPhase = v1alpha1.PhaseTerminated })
-		case spec.RunPhase == v1alpha1.PhaseRunning &&
+		case spec.RunPhase == v1alpha1.PhaseRunning && refusedAtTheGrant(st) &&
 			(st.Usage.ModelRequests >= spec.Grant.ModelRequests || st.Usage.ToolCalls >= spec.Grant.ToolCalls):
 			_ = s.UpdateSpec(func(sp *v1alpha1.RunAttemptSpec) {
 				sp.RunPhase = v1alpha1.PhaseFinalizing
@@ -202,6 +203,18 @@ func (s *Server) operator(ctx context.Context) {
 			})
 		}
 	}
+}
+
+// refusedAtTheGrant reports whether the gateway refused a call at the grant
+// (a GrantExhausted fault): the harness moves to Finalizing only then, so a
+// client always sees the refusal before the reserve is granted.
+func refusedAtTheGrant(st v1alpha1.RunAttemptStatus) bool {
+	for _, f := range st.Faults {
+		if f.Kind == "GrantExhausted" && f.Count > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // UpdateSpec changes the RunAttempt's spec as the operator would and tells

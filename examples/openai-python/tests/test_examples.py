@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 import sys
 
 from agentrun.conformance import Server
@@ -35,7 +36,12 @@ def test_overspend() -> None:
         m = server.manifest
         out = run_example(server, "overspend.py")
         assert "grant_exhausted" in out and "reserve_exhausted" in out, out
-        st = server.status()
+        # The agent exits once it settled; the run ends after that.
+        for _ in range(250):
+            st = server.status()
+            if st["spec"]["runPhase"] == "Terminated":
+                break
+            time.sleep(0.02)
         assert st["spec"]["runPhase"] == "Terminated" and st["spec"]["grant"]["finalizeOnly"]
         status = st["status"]
         assert status["publication"]["settlement"] == "Partial" and not status.get("finishProposed"), out

@@ -7,6 +7,17 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { runScript, startServer } from './server.mjs';
 
+// terminated waits for the harness (the operator) to end the run: an agent
+// exits once it settled, and the run ends after that.
+async function terminated(server) {
+  for (let i = 0; i < 250; i++) {
+    const st = await server.status();
+    if (st.spec.runPhase === 'Terminated') return st;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  return server.status();
+}
+
 test('complete.mjs completes within budget', async () => {
   const server = await startServer();
   try {
@@ -27,7 +38,7 @@ test('overspend.mjs is refused at the grant and finalizes from the reserve', asy
     const out = runScript(server, 'overspend.mjs');
     assert.match(out, /grant_exhausted/);
     assert.match(out, /reserve_exhausted/);
-    const { spec, status } = await server.status();
+    const { spec, status } = await terminated(server);
     assert.equal(spec.runPhase, 'Terminated');
     assert.equal(status.publication.settlement, 'Partial', out);
     assert.ok(!status.finishProposed);
