@@ -72,6 +72,7 @@ func main() {
 		flushInterval, tokenTTL            time.Duration
 		upstreamTimeout                    time.Duration
 		nodeName                           string
+		durableAdmission                   bool
 		qps                                float64
 		burst                              int
 	)
@@ -90,6 +91,10 @@ func main() {
 	flag.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"),
 		"The node this instance serves (default $NODE_NAME): tokens of pods on other nodes are refused, "+
 			"so an attempt's counts are never split. Empty: no check.")
+	flag.BoolVar(&durableAdmission, "durable-admission", true,
+		"Write every admitted model request and tool call to its RunAttempt before dispatching it (concurrent "+
+			"admissions share a write): no gateway crash can then let a run cross its grant, at one API write's "+
+			"latency per admission. False: counts are coalesced, and a crash can lose (and re-admit) one flush interval's.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Client-side QPS limit for requests to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Client-side burst for requests to the API server.")
 	zopts := zap.Options{}
@@ -119,8 +124,10 @@ func main() {
 		FlushInterval:   flushInterval,
 		UpstreamTimeout: upstreamTimeout,
 		NodeName:        nodeName,
-		Log:             ctrl.Log.WithName("gateway"),
-		Registry:        ctrlmetrics.Registry,
+
+		DurableAdmission: durableAdmission,
+		Log:              ctrl.Log.WithName("gateway"),
+		Registry:         ctrlmetrics.Registry,
 	})
 	if err != nil {
 		setupLog.Error(err, "Could not create the gateway")

@@ -397,8 +397,18 @@ func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) 
 	}
 	k.calls[call.ID] = ad
 	if entry.Effect == v1alpha1.EffectNone {
-		k.markLocked(false)
+		if !k.g.opts.DurableAdmission {
+			k.markLocked(false)
+			k.mu.Unlock()
+			return call, nil
+		}
+		k.markLocked(true)
+		target := k.seq
 		k.mu.Unlock()
+		if err := k.waitWritten(ctx, target); err != nil {
+			return nil, errNotPersisted(fmt.Sprintf("the admission of %s %s could not be made durable, so the call must not be dispatched: %v",
+				req.Tool, call.ID, err))
+		}
 		return call, nil
 	}
 	// Write-ahead: the record must be on the API server before the effect

@@ -20,6 +20,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 	"github.com/prometheus/client_golang/prometheus"
@@ -93,4 +94,41 @@ func TestATokenOfAPodOnAnotherNodeIsRefused(t *testing.T) {
 	resp = get("here")
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	_ = resp.Body.Close()
+}
+
+// TestCrashOverrunsTheGrantOnlyWithoutDurableAdmission: coalesced counts of
+// the last flush interval die with a crashed gateway, so its successor admits
+// those requests again; with durable admission no crash lets a run cross its
+// grant.
+func TestCrashOverrunsTheGrantOnlyWithoutDurableAdmission(t *testing.T) {
+	for _, durable := range []bool{false, true} {
+		t.Run(map[bool]string{false: "coalesced", true: "durable"}[durable], func(t *testing.T) {
+			g := NewWithT(t)
+			e := gatewaytest.Start(t, gatewaytest.Options{
+				FlushInterval:    time.Hour, // nothing coalesced is written before the crash
+				DurableAdmission: durable,
+				Mutate:           func(ra *v1alpha1.RunAttempt) { ra.Spec.Grant.ModelRequests = 2 },
+			})
+			served := func(n int) (ok int) {
+				for range n {
+					resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+					if resp.StatusCode == http.StatusOK {
+						ok++
+					}
+					_ = resp.Body.Close()
+				}
+				return ok
+			}
+			g.Expect(served(2)).To(Equal(2))
+			e.Crash()
+			e.RestartWithFlush(20 * time.Millisecond)
+			again := served(3)
+			if durable {
+				g.Expect(again).To(BeZero(), "the grant holds across the crash")
+				g.Expect(e.Upstream.Requests.Load()).To(BeEquivalentTo(2))
+			} else {
+				g.Expect(again).To(Equal(2), "the lost counts were admitted again: at most one flush interval's")
+			}
+		})
+	}
 }

@@ -79,6 +79,14 @@ type Options struct {
 	// a pod token bound to a pod on another node is refused, so one
 	// attempt's counts are never split between instances. Empty: no check.
 	NodeName string
+	// DurableAdmission makes every admitted model request and tool call
+	// durable (its count written to the RunAttempt) before it is dispatched;
+	// concurrent admissions share one write. Without it counts are written
+	// coalesced, and a crashed gateway's successor may admit again the
+	// requests of the last flush interval (so a run can go that far beyond
+	// its grant); with it, no crash lets a run cross its grant, at the cost
+	// of one API write's latency per admission.
+	DurableAdmission bool
 	// MaxConflictRetries of one status write (default 10).
 	MaxConflictRetries int
 	// Log receives the gateway's logs.

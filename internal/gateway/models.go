@@ -81,17 +81,32 @@ type modelTicket struct {
 // admitModel checks the phase and the grant, counts the request as
 // dispatched and reserves its token bound. It returns the max_tokens to
 // send (0: leave the request's own).
-func (k *keeper) admitModel(promptBound, requested int64, capTokens *int64) (*modelTicket, int64, *apiError) {
+func (k *keeper) admitModel(ctx context.Context, promptBound, requested int64, capTokens *int64) (*modelTicket, int64, *apiError) {
+	t, mt, target, e := k.admitModelLocked(promptBound, requested, capTokens)
+	if e != nil || target == 0 {
+		return t, mt, e
+	}
+	// Durable admission: the count is on the API server before the request
+	// leaves. If it cannot be written, the request is not dispatched (and
+	// stays counted: the count errs on the side of the grant).
+	if err := k.waitWritten(ctx, target); err != nil {
+		k.settle(t, 0, true)
+		return nil, 0, errNotPersisted("the model request was not dispatched: its admission could not be made durable: " + err.Error())
+	}
+	return t, mt, nil
+}
+
+func (k *keeper) admitModelLocked(promptBound, requested int64, capTokens *int64) (*modelTicket, int64, uint64, *apiError) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if e := k.stoppedLocked(); e != nil {
-		return nil, 0, e
+		return nil, 0, 0, e
 	}
 	spec := k.obj.Spec
 	gr, u := spec.Grant, k.facts.usage
 	fin := isFinalizing(spec)
 	if u.ModelRequests >= gr.ModelRequests {
-		return nil, 0, grantRefusal(fin, fmt.Sprintf("%d/%d model requests", u.ModelRequests, gr.ModelRequests))
+		return nil, 0, 0, grantRefusal(fin, fmt.Sprintf("%d/%d model requests", u.ModelRequests, gr.ModelRequests))
 	}
 	mt := requested
 	if capTokens != nil && (mt <= 0 || mt > *capTokens) {
@@ -102,7 +117,7 @@ func (k *keeper) admitModel(promptBound, requested int64, capTokens *int64) (*mo
 		remaining := *gr.Tokens - u.Tokens - k.tokens
 		room := remaining - promptBound
 		if room < 1 {
-			return nil, 0, grantRefusal(fin, fmt.Sprintf(
+			return nil, 0, 0, grantRefusal(fin, fmt.Sprintf(
 				"%d/%d tokens (%d reserved by requests under way; this request's prompt may use up to %d)",
 				u.Tokens, *gr.Tokens, k.tokens, promptBound))
 		}
@@ -114,8 +129,12 @@ func (k *keeper) admitModel(promptBound, requested int64, capTokens *int64) (*mo
 		k.tokens += t.reserved
 	}
 	k.facts.usage.ModelRequests++
+	if k.g.opts.DurableAdmission {
+		k.markLocked(true)
+		return t, mt, k.seq, nil
+	}
 	k.markLocked(false)
-	return t, mt, nil
+	return t, mt, 0, nil
 }
 
 // settle ends a model request: the reservation is released and the tokens
@@ -238,7 +257,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 			fmt.Sprintf("the gateway could not read the provider key of model %q: %v", m.Name, err)))
 		return
 	}
-	ticket, mt, e := k.admitModel(int64(len(c.body)), c.maxTokens, m.MaxTokens)
+	ticket, mt, e := k.admitModel(r.Context(), int64(len(c.body)), c.maxTokens, m.MaxTokens)
 	if e != nil {
 		k.refusal(e, "model/"+c.model)
 		writeError(w, e)

@@ -107,6 +107,8 @@ type Options struct {
 	PodWait time.Duration
 	// Log receives the gateway's logs (default: discarded).
 	Log logr.Logger
+	// DurableAdmission makes every admission durable before dispatch.
+	DurableAdmission bool
 }
 
 // Attempt is the test RunAttempt: Running, a grant of 10 model requests and
@@ -267,6 +269,8 @@ func (e *Env) startGateway(flush time.Duration) {
 		PodWait:       e.opts.PodWait,
 		Registry:      e.Registry,
 		Log:           e.opts.Log,
+
+		DurableAdmission: e.opts.DurableAdmission,
 	})
 	if err != nil {
 		e.T.Fatal(err)

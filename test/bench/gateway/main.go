@@ -67,6 +67,7 @@ const (
 func main() {
 	serve := flag.String("serve", "", "internal: serve a gateway whose models point at this upstream URL")
 	raceGrant := flag.Int64("race-grant", 5000, "the grant of the race attempt")
+	durable := flag.Bool("durable-admission", true, "the gateway's --durable-admission (its default)")
 	latency := flag.Duration("upstream-latency", 20*time.Millisecond, "the fake upstream's fixed latency")
 	duration := flag.Duration("duration", 5*time.Second, "length of each fixed-rate measurement")
 	rates := flag.String("rates", "100,1000", "request rates (requests per second)")
@@ -75,13 +76,13 @@ func main() {
 	out := flag.String("out", "docs/benchmarks-gateway", "report path without extension (.md and .json are written)")
 	flag.Parse()
 	if *serve != "" {
-		if err := serveGateway(*serve, *raceGrant); err != nil {
+		if err := serveGateway(*serve, *raceGrant, *durable); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway bench server:", err)
 			os.Exit(1)
 		}
 		return
 	}
-	if err := drive(*latency, *duration, *rates, *raceN, *raceClients, *raceGrant, *out); err != nil {
+	if err := drive(*latency, *duration, *rates, *raceN, *raceClients, *raceGrant, *durable, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway bench:", err)
 		os.Exit(1)
 	}
@@ -90,7 +91,7 @@ func main() {
 // serveGateway runs a gateway in front of two attempts (one with a grant no
 // load reaches, one with raceGrant) and prints its URL; it exits when stdin
 // closes.
-func serveGateway(upstreamURL string, raceGrant int64) error {
+func serveGateway(upstreamURL string, raceGrant int64, durable bool) error {
 	mk := func(name, uid string, grant int64) *v1alpha1.RunAttempt {
 		ra := gatewaytest.Attempt()
 		ra.Name, ra.Spec.PodName, ra.Spec.PodUID = name, name, uid
@@ -106,9 +107,10 @@ func serveGateway(upstreamURL string, raceGrant int64) error {
 		return gateway.Identity{Username: "system:serviceaccount:team:agentrun-runner", Namespace: gatewaytest.Namespace, PodName: name, PodUID: uid}
 	}
 	g, err := gateway.New(gateway.Options{
-		Client:        c,
-		Authenticator: gateway.StaticTokens{tokenLoad: id("load-1", "uid-load"), tokenRace: id("race-1", "uid-race")},
-		Registry:      prometheus.NewRegistry(),
+		Client:           c,
+		DurableAdmission: durable,
+		Authenticator:    gateway.StaticTokens{tokenLoad: id("load-1", "uid-load"), tokenRace: id("race-1", "uid-race")},
+		Registry:         prometheus.NewRegistry(),
 	})
 	if err != nil {
 		return err
@@ -132,12 +134,13 @@ type server struct {
 	stdin io.WriteCloser
 }
 
-func startServer(upstreamURL string, raceGrant int64) (*server, error) {
+func startServer(upstreamURL string, raceGrant int64, durableAdmission bool) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "--serve="+upstreamURL, "--race-grant="+strconv.FormatInt(raceGrant, 10))
+	cmd := exec.Command(self, "--serve="+upstreamURL, "--race-grant="+strconv.FormatInt(raceGrant, 10),
+		"--durable-admission="+strconv.FormatBool(durableAdmission))
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -276,7 +279,7 @@ func pct(l []time.Duration, p float64) float64 {
 	return float64(s[max(i, 0)]) / float64(time.Millisecond)
 }
 
-func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, out string) error {
+func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool, out string) error {
 	up := &upstream.Server{Latency: latency}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -284,7 +287,7 @@ func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, r
 	}
 	go func() { _ = http.Serve(ln, up) }()
 	upURL := "http://" + ln.Addr().String()
-	srv, err := startServer(upURL+"/v1", raceGrant)
+	srv, err := startServer(upURL+"/v1", raceGrant, durable)
 	if err != nil {
 		return err
 	}
@@ -332,7 +335,7 @@ func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, r
 	rep := report{Machine: machine(), UpstreamLatencyMs: float64(latency) / float64(time.Millisecond), Duration: d.String(),
 		Results: results, StreamsRSSMiB: concurrentRSS, StreamsCPUms: concurrentCPU,
 		RaceRequests: raceN, RaceClients: raceClients, RaceGrant: raceGrant, RaceServed: served, RaceRefused: refused, RaceOther: other, RaceDispatched: dispatched,
-		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), DurableAdmission: durable}
 	return rep.write(out)
 }
 
@@ -410,6 +413,7 @@ type report struct {
 	RaceRefused       int64    `json:"raceRefused"`
 	RaceOther         int64    `json:"raceOther"`
 	RaceDispatched    int64    `json:"raceDispatchedUpstream"`
+	DurableAdmission  bool     `json:"durableAdmission"`
 }
 
 func machine() string {
@@ -437,9 +441,11 @@ func (r report) write(out string) error {
 	fmt.Fprintf(&b, "# Benchmark: agentrun-gateway's model door\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./test/bench/gateway` (part of `make bench`) on %s; %s. ", r.Date, r.Machine)
 	fmt.Fprintf(&b, "The gateway is its own process in front of an in-memory API server (the model path never waits on it: "+
-		"facts are written coalesced); the fake upstream answers after a fixed %.0f ms and runs in the driver. "+
+		"counts are written coalesced, or, with --durable-admission (%t here), before each dispatch, sharing a write "+
+		"with concurrent admissions: against a real API server that adds one status write's latency); the fake upstream "+
+		"answers after a fixed %.0f ms and runs in the driver. "+
 		"Every request is timed from the driver; *added* is the gateway's percentile minus the direct call's, at the same "+
-		"open-loop rate, for %s each.\n\n", r.UpstreamLatencyMs, r.Duration)
+		"open-loop rate, for %s each.\n\n", r.DurableAdmission, r.UpstreamLatencyMs, r.Duration)
 	fmt.Fprintf(&b, "| measure | rate (req/s) | requests | direct p50 / p99 (ms) | via gateway p50 / p99 (ms) | **added p50 / p99 (ms)** | gateway CPU per 1,000 req (ms) | gateway RSS (MiB) | errors |\n")
 	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Results {
