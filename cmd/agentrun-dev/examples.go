@@ -30,7 +30,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/agentrun-dev/agentrun/internal/localnode/stack"
+	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 )
 
 // --examples adds the example agents on the official OpenAI SDKs and the

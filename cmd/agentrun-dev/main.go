@@ -40,8 +40,8 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/agentrun-dev/agentrun/internal/localnode"
-	"github.com/agentrun-dev/agentrun/internal/localnode/stack"
+	"github.com/agentrun-dev/agentrun/internal/devstack/node"
+	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 )
 
 type imageFlags []string
@@ -236,23 +236,23 @@ func run(ctx context.Context, o options) int {
 
 // imageMap is --image rules, then the --image-map file, then the default
 // rule: any image whose name contains "research-agent" runs the built agent.
-func imageMap(o options, agentBin string) (localnode.ImageMap, error) {
-	var m localnode.ImageMap
+func imageMap(o options, agentBin string) (node.ImageMap, error) {
+	var m node.ImageMap
 	for _, s := range o.images {
-		r, err := localnode.ParseImageRule(s)
+		r, err := node.ParseImageRule(s)
 		if err != nil {
 			return nil, err
 		}
 		m = append(m, r)
 	}
 	if o.imageMap != "" {
-		f, err := localnode.LoadImageMap(o.imageMap)
+		f, err := node.LoadImageMap(o.imageMap)
 		if err != nil {
 			return nil, err
 		}
 		m = append(m, f...)
 	}
-	return append(m, localnode.ImageRule{Match: "research-agent", Binary: agentBin}), nil
+	return append(m, node.ImageRule{Match: "research-agent", Binary: agentBin}), nil
 }
 
 // findRoot returns dir, or the nearest directory above the working

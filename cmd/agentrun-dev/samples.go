@@ -37,7 +37,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/internal/localnode/stack"
+	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 )
 
 // The built-in samples: a RuntimePolicy and a Session (as in config/samples),

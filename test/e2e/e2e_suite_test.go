@@ -17,7 +17,7 @@ limitations under the License.
 */
 
 // Package e2e drives agentrun end to end on the local stack
-// (internal/localnode/stack): real etcd and kube-apiserver, the operator
+// (internal/devstack/stack): real etcd and kube-apiserver, the operator
 // binary as its own process under its own identity with its webhooks and
 // admission policies, agentrun-gateway as its own process (the attempts' only
 // door), and attempt pods run by the local node as real agent processes that
@@ -41,8 +41,8 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/agentrun-dev/agentrun/internal/localnode"
-	"github.com/agentrun-dev/agentrun/internal/localnode/stack"
+	"github.com/agentrun-dev/agentrun/internal/devstack/node"
+	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 	"github.com/agentrun-dev/agentrun/test/utils"
 )
 
@@ -91,7 +91,7 @@ var _ = BeforeSuite(func() {
 	Expect(stack.GoBuild(ctx, root, "./cmd/research-agent", researchAgent, out)).To(Succeed())
 
 	By("starting the local stack")
-	images := localnode.ImageMap{
+	images := node.ImageMap{
 		{Match: "miniagent", Binary: miniAgent},
 		{Match: "e2e.local/shell", Binary: "/bin/sh"},
 		{Match: "research-agent", Binary: researchAgent},

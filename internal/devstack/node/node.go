@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Package localnode is a Kubernetes node whose pods' containers run as local
+// Package node is a Kubernetes node whose pods' containers run as local
 // processes. It is built on virtual-kubelet (node.PodController and
 // node.NodeController) with a "process provider": each container's image is
 // mapped to a local binary, started with the container's command, args and
@@ -27,7 +27,7 @@ limitations under the License.
 //
 // It is meant for the local development stack and the e2e tests, not as a
 // general-purpose kubelet: no isolation, no images, no restarts, no probes.
-package localnode
+package node
 
 import (
 	"context"
@@ -109,7 +109,7 @@ type Node struct {
 // binder, and returns once the node is Ready. Stop it with Stop.
 func Start(ctx context.Context, cfg Config) (*Node, error) {
 	if cfg.Client == nil {
-		return nil, errors.New("localnode: no client")
+		return nil, errors.New("devstack node: no client")
 	}
 	if cfg.NodeName == "" {
 		cfg.NodeName = DefaultNodeName
@@ -220,7 +220,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	select {
 	case <-pc.Ready():
 	case <-pc.Done():
-		return nil, fmt.Errorf("localnode: pod controller: %w", pc.Err())
+		return nil, fmt.Errorf("devstack node: pod controller: %w", pc.Err())
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
@@ -232,7 +232,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 	select {
 	case <-nc.Ready():
 	case <-nc.Done():
-		return nil, fmt.Errorf("localnode: node controller: %w", nc.Err())
+		return nil, fmt.Errorf("devstack node: node controller: %w", nc.Err())
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

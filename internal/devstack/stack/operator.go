@@ -29,7 +29,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentrun-dev/agentrun/internal/localnode"
+	"github.com/agentrun-dev/agentrun/internal/devstack/node"
 )
 
 // Operator is the operator binary running as its own process.
@@ -70,7 +70,7 @@ func (o *Operator) Start() error {
 	cmd := exec.Command(o.Binary, o.Args...)
 	cmd.Env = o.Env
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = localnode.ChildProcAttr()
+	cmd.SysProcAttr = node.ChildProcAttr()
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start operator: %w", err)
 	}

@@ -23,7 +23,7 @@ import (
 	"strconv"
 	"syscall"
 
-	"github.com/agentrun-dev/agentrun/internal/localnode"
+	"github.com/agentrun-dev/agentrun/internal/devstack/node"
 )
 
 // envtest starts etcd and kube-apiserver in their own process groups but
@@ -53,7 +53,7 @@ func init() {
 	if !shim {
 		return
 	}
-	if err := localnode.SetParentDeathSignal(); err != nil {
+	if err := node.SetParentDeathSignal(); err != nil {
 		fmt.Fprintf(os.Stderr, "localstack shim: %v\n", err)
 		os.Exit(1)
 	}

@@ -17,7 +17,7 @@ limitations under the License.
 // Package stack is agentrun's embedded local stack: etcd and kube-apiserver
 // (envtest's control plane, on loopback), the CRDs, RBAC, admission policies
 // and webhook configurations from config/, the operator binary as its own
-// process under its own identity, and a local node (internal/localnode) that
+// process under its own identity, and a local node (internal/devstack/node) that
 // runs attempt pods as processes. cmd/agentrun-dev (make dev) and test/e2e
 // both start it.
 package stack
@@ -54,7 +54,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	v1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/internal/localnode"
+	"github.com/agentrun-dev/agentrun/internal/devstack/node"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
@@ -69,7 +69,7 @@ const (
 	NamePrefix = "agentrun-"
 	// NodeUser is the local node's identity (a member of system:masters:
 	// it binds pods, writes their status and requests pod-bound tokens).
-	NodeUser = "system:node:" + localnode.DefaultNodeName
+	NodeUser = "system:node:" + node.DefaultNodeName
 )
 
 // Scheme knows the built-in types and agentrun.dev.
@@ -97,7 +97,7 @@ type Options struct {
 	// OperatorArgs are appended to the operator's flags.
 	OperatorArgs []string
 	// Images maps attempt pod images to local binaries.
-	Images localnode.ImageMap
+	Images node.ImageMap
 	// Out receives progress lines (default: discard).
 	Out io.Writer
 	// DisableLeaderElection runs the operator without --leader-elect.
@@ -123,7 +123,7 @@ type Stack struct {
 	Kubeconfig string
 	// Kubectl is the toolchain's kubectl.
 	Kubectl  string
-	Node     *localnode.Node
+	Node     *node.Node
 	Operator *Operator
 	// MetricsURL is the operator's metrics endpoint.
 	MetricsURL string
@@ -264,7 +264,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	if err != nil {
 		return nil, err
 	}
-	s.Node, err = localnode.Start(ctx, localnode.Config{
+	s.Node, err = node.Start(ctx, node.Config{
 		Client:       nodeClient,
 		APIServerURL: s.Admin.Host,
 		CAData:       s.Admin.CAData,
