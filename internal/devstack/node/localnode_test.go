@@ -145,3 +145,21 @@ func TestContainerEnv(t *testing.T) {
 		}
 	}
 }
+
+func TestMountRewriting(t *testing.T) {
+	c := &corev1.Container{VolumeMounts: []corev1.VolumeMount{
+		{Name: "tmp", MountPath: "/tmp"},
+		{Name: "gateway", MountPath: "/var/run/secrets/agentrun.dev/gateway"},
+	}}
+	mm := mounts(c, map[string]string{"gateway": "/pods/p/volumes/gateway"}) // emptyDir tmp is not rewritten
+	for in, want := range map[string]string{
+		"/var/run/secrets/agentrun.dev/gateway/token":       "/pods/p/volumes/gateway/token",
+		"--ca=/var/run/secrets/agentrun.dev/gateway/ca.crt": "--ca=/pods/p/volumes/gateway/ca.crt",
+		"/tmp/ci/examples/openai-ts/complete.mjs":           "/tmp/ci/examples/openai-ts/complete.mjs",
+		"/var/run/secrets/agentrun.dev/gatewayish/x":        "/var/run/secrets/agentrun.dev/gatewayish/x",
+	} {
+		if got := mm.rewrite(in); got != want {
+			t.Errorf("rewrite(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

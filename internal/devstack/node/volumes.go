@@ -36,8 +36,8 @@ import (
 // directory under the pod's directory and a mount path is where the process
 // finds it: every env value, argument and command word that starts with a
 // container's mount path is rewritten to the volume's directory (a process
-// cannot see /var/run/secrets/...). Supported: emptyDir, configMap, secret,
-// and projected with serviceAccountToken (a TokenRequest bound to the pod, for
+// cannot see /var/run/secrets/...). Supported: configMap, secret, and
+// projected with serviceAccountToken (a TokenRequest bound to the pod, for
 // the source's audience, refreshed at 80% of its life as a kubelet does),
 // configMap and secret sources. Other volume types are ignored.
 
@@ -70,7 +70,14 @@ func (n *Node) prepareVolumes(ctx context.Context, pod *corev1.Pod, dir string) 
 		if err := os.MkdirAll(vdir, 0o755); err != nil {
 			return nil, err
 		}
-		out[v.Name] = vdir
+		switch {
+		case v.ConfigMap != nil, v.Secret != nil, v.Projected != nil:
+			// Volumes with content: a process finds them at their mount
+			// paths, rewritten. An emptyDir is not rewritten: the process
+			// has TMPDIR, and its mount path (often /tmp) is a real host
+			// path other arguments may name.
+			out[v.Name] = vdir
+		}
 		switch {
 		case v.ConfigMap != nil:
 			if err := n.writeConfigMap(ctx, pod.Namespace, v.ConfigMap.Name, v.ConfigMap.Items, vdir,
