@@ -91,7 +91,7 @@ func main() {
 	flag.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"),
 		"The node this instance serves (default $NODE_NAME): tokens of pods on other nodes are refused, "+
 			"so an attempt's counts are never split. Empty: no check.")
-	flag.BoolVar(&durableAdmission, "durable-admission", true,
+	flag.BoolVar(&durableAdmission, "durable-admission", false,
 		"Write every admitted model request and tool call to its RunAttempt before dispatching it (concurrent "+
 			"admissions share a write): no gateway crash can then let a run cross its grant, at one API write's "+
 			"latency per admission. False: counts are coalesced, and a crash can lose (and re-admit) one flush interval's.")

@@ -67,7 +67,7 @@ const (
 func main() {
 	serve := flag.String("serve", "", "internal: serve a gateway whose models point at this upstream URL")
 	raceGrant := flag.Int64("race-grant", 5000, "the grant of the race attempt")
-	durable := flag.Bool("durable-admission", true, "the gateway's --durable-admission (its default)")
+	durable := flag.Bool("durable-admission", false, "the gateway's --durable-admission (default false, as the gateway's)")
 	latency := flag.Duration("upstream-latency", 20*time.Millisecond, "the fake upstream's fixed latency")
 	duration := flag.Duration("duration", 5*time.Second, "length of each fixed-rate measurement")
 	rates := flag.String("rates", "100,1000", "request rates (requests per second)")
@@ -441,7 +441,7 @@ func (r report) write(out string) error {
 	fmt.Fprintf(&b, "# Benchmark: agentrun-gateway's model door\n\n")
 	fmt.Fprintf(&b, "Written by `go run ./test/bench/gateway` (part of `make bench`) on %s; %s. ", r.Date, r.Machine)
 	fmt.Fprintf(&b, "The gateway is its own process in front of an in-memory API server (the model path never waits on it: "+
-		"counts are written coalesced, or, with --durable-admission (%t here), before each dispatch, sharing a write "+
+		"counts are written coalesced, or with --durable-admission (%t here) before each dispatch, sharing a write "+
 		"with concurrent admissions: against a real API server that adds one status write's latency); the fake upstream "+
 		"answers after a fixed %.0f ms and runs in the driver. "+
 		"Every request is timed from the driver; *added* is the gateway's percentile minus the direct call's, at the same "+
