@@ -127,7 +127,12 @@ func New(opts Options) (*Gateway, error) {
 		opts.APIReader = opts.Client
 	}
 	if opts.Upstream == nil {
-		opts.Upstream = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+		// Keep connections to providers open for the concurrency an agent
+		// fleet has: the default of 2 idle connections per host would dial
+		// (and handshake) again for most requests under load.
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 256
+		opts.Upstream = &http.Client{Transport: tr}
 	}
 	if opts.UpstreamTimeout <= 0 {
 		opts.UpstreamTimeout = DefaultUpstreamTimeout
