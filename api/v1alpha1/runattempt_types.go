@@ -66,6 +66,13 @@ type Grant struct {
 	// from the reserve; research tools are refused.
 	// +optional
 	FinalizeOnly bool `json:"finalizeOnly,omitempty"`
+	// reserve, in Finalizing, is the output reserve this finalization grants
+	// on top of the attempt's usage. The counters above add it to the usage
+	// the operator last saw; the gateway serves at least its own count when it
+	// learns of Finalizing plus the reserve, so calls it admitted under the
+	// running grant in between do not eat the reserve.
+	// +optional
+	Reserve *Usage `json:"reserve,omitempty"`
 }
 
 // Directive is an instruction from the operator to the attempt.

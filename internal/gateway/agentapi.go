@@ -458,7 +458,7 @@ func (k *keeper) checkToolLocked(tool string) (v1alpha1.Tool, *apiError) {
 			"the run is finalizing: only output work (%s) is served from the reserve, and %q is research",
 			gatewayapi.ToolReportPublish, tool))
 	}
-	if u, gr := k.facts.usage.ToolCalls, spec.Grant.ToolCalls; u >= gr {
+	if u, gr := k.facts.usage.ToolCalls, k.grantLocked().ToolCalls; u >= gr {
 		return v1alpha1.Tool{}, grantRefusal(fin, fmt.Sprintf("%d/%d tool calls", u, gr))
 	}
 	return spec.Policy.Tools[i], nil

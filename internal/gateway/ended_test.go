@@ -19,6 +19,7 @@ package gateway_test
 import (
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
@@ -131,4 +132,35 @@ func TestCrashOverrunsTheGrantOnlyWithoutDurableAdmission(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTheReserveIsServedOnTopOfTheGatewaysOwnCount: the operator finalized
+// on the usage it had seen (grant = that + the reserve) while the gateway was
+// still admitting research calls under the running grant; the reserve is not
+// eaten by them.
+func TestTheReserveIsServedOnTopOfTheGatewaysOwnCount(t *testing.T) {
+	g := NewWithT(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 4, ToolCalls: 3}
+		ra.Spec.Mode = v1alpha1.ModeFull
+		ra.Spec.Policy.Tools[2].Risk = v1alpha1.RiskMedium // report.publish runs without an approval in Full
+	}})
+	call := func(tool string) int {
+		resp := e.Do(http.MethodPost, "/agentrun/v1/self/toolcalls", gatewaytest.Token,
+			[]byte(`{"tool":"`+tool+`","arguments":{"section":"A","content":"x","n":`+strconv.Itoa(int(e.Writes.Load()))+`}}`))
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	g.Expect(call("http.get")).To(Equal(http.StatusOK))
+	g.Expect(call("http.get")).To(Equal(http.StatusOK))
+	// The operator decides on 2 tool calls: grant 2 + reserve 1 …
+	decided := v1alpha1.Grant{ModelRequests: 5, ToolCalls: 3, FinalizeOnly: true,
+		Reserve: &v1alpha1.Usage{ModelRequests: 1, ToolCalls: 1}}
+	// … while a third research call is admitted under the running grant.
+	g.Expect(call("http.get")).To(Equal(http.StatusOK))
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.RunPhase, s.Grant = v1alpha1.PhaseFinalizing, decided })
+
+	g.Expect(call("http.get")).To(Equal(http.StatusTooManyRequests), "research is over")
+	g.Expect(call("report.publish")).To(Equal(http.StatusOK), "the reserve's tool call, on top of the 3 admitted")
+	g.Expect(call("report.publish")).To(Equal(http.StatusTooManyRequests), "and no more")
 }

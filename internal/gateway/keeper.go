@@ -61,6 +61,9 @@ type keeper struct {
 	obj      *v1alpha1.RunAttempt // metadata and spec; status is never read back after seeding
 	facts    facts
 	tokens   int64 // tokens reserved by model requests under way
+	// finBase is the usage this gateway had counted when it learned the
+	// attempt is finalizing: the reserve is served on top of it.
+	finBase *v1alpha1.Usage
 	calls    map[string]*admitted
 	seq      uint64 // version of the facts
 	written  uint64 // latest version durably written
@@ -104,8 +107,42 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 	}
 	k.obj = obj.DeepCopy()
 	k.obj.Status = v1alpha1.RunAttemptStatus{}
+	k.noteFinalizingLocked()
 	k.active = g.clock.Now()
 	return k
+}
+
+// noteFinalizingLocked records the usage the reserve is served on top of,
+// the first time the spec says Finalizing with a reserve.
+func (k *keeper) noteFinalizingLocked() {
+	g := k.obj.Spec.Grant
+	switch {
+	case !g.FinalizeOnly || g.Reserve == nil:
+		k.finBase = nil
+	case k.finBase == nil:
+		base := k.facts.usage
+		k.finBase = &base
+	}
+}
+
+// grantLocked is the grant the gateway enforces: the spec's, and in
+// Finalizing at least the reserve on top of what this gateway had counted
+// when it learned of Finalizing — calls it admitted under the running grant
+// after the operator's decision do not eat the reserve. That never exceeds
+// the budget: those calls were within the working allowance.
+func (k *keeper) grantLocked() v1alpha1.Grant {
+	g := k.obj.Spec.Grant
+	if k.finBase == nil || g.Reserve == nil {
+		return g
+	}
+	b, r := *k.finBase, *g.Reserve
+	g.ModelRequests = max(g.ModelRequests, b.ModelRequests+r.ModelRequests)
+	g.ToolCalls = max(g.ToolCalls, b.ToolCalls+r.ToolCalls)
+	if g.Tokens != nil {
+		t := max(*g.Tokens, b.Tokens+r.Tokens)
+		g.Tokens = &t
+	}
+	return g
 }
 
 // run writes the facts when they are due, until ctx ends.
@@ -303,6 +340,7 @@ func (k *keeper) applySpec(obj *v1alpha1.RunAttempt) {
 	changed := k.obj == nil || !equality.Semantic.DeepEqual(k.obj.Spec, obj.Spec)
 	k.obj = obj.DeepCopy()
 	k.obj.Status = v1alpha1.RunAttemptStatus{}
+	k.noteFinalizingLocked()
 	if changed {
 		k.rev++
 	}
@@ -357,7 +395,7 @@ func (k *keeper) viewLocked() gatewayapi.Attempt {
 	v := gatewayapi.Attempt{
 		Namespace: k.key.Namespace, Run: spec.RunName, RunAttempt: k.key.Name, Attempt: spec.Attempt,
 		Goal: spec.Goal, Phase: spec.RunPhase, Finalizing: isFinalizing(spec), Superseded: spec.Superseded,
-		Mode: spec.Mode, Grant: spec.Grant, Used: k.facts.usage,
+		Mode: spec.Mode, Grant: k.grantLocked(), Used: k.facts.usage,
 		Directives: slices.Clone(spec.Directives), Deadline: spec.Deadline,
 		HeartbeatSeconds: int64(heartbeatInterval(spec) / time.Second),
 		Policy:           spec.Policy.Name, Tools: slices.Clone(spec.Policy.Tools),

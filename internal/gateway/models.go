@@ -103,7 +103,7 @@ func (k *keeper) admitModelLocked(promptBound, requested int64, capTokens *int64
 		return nil, 0, 0, e
 	}
 	spec := k.obj.Spec
-	gr, u := spec.Grant, k.facts.usage
+	gr, u := k.grantLocked(), k.facts.usage
 	fin := isFinalizing(spec)
 	if u.ModelRequests >= gr.ModelRequests {
 		return nil, 0, 0, grantRefusal(fin, fmt.Sprintf("%d/%d model requests", u.ModelRequests, gr.ModelRequests))

@@ -59,6 +59,12 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 	spec.PodName = in.PodName
 	spec.RunPhase = d.Status.Phase
 	spec.Grant = d.Grant
+	if d.Grant.FinalizeOnly && d.Status.Finalization != nil {
+		// The gateway applies the reserve from its own count when it learns
+		// of Finalizing (see Grant.reserve).
+		r := d.Status.Finalization.Reserve
+		spec.Grant.Reserve = &r
+	}
 	spec.Directives = d.Directives
 	spec.Approvals = run.Spec.Approvals
 	if in.Session != nil {

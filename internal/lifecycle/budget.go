@@ -208,6 +208,12 @@ func (f *facts) overGrant() string {
 	ft := f.in.Status.FinalizingTime
 	if ft == nil || a.facts.Created.Before(ft.Time) || a.n == 1 {
 		w := f.runningGrant(a)
+		if r := g.Reserve; r != nil {
+			// The gateway serves the reserve on top of what it had admitted
+			// under the running grant when it learned of Finalizing: at
+			// most the working allowance plus the reserve.
+			w = f.grant(nonNeg(sub(add(f.lim.working(), *r), sub(f.used, a.own))), false)
+		}
 		g.ModelRequests = max(g.ModelRequests, w.ModelRequests)
 		g.ToolCalls = max(g.ToolCalls, w.ToolCalls)
 		if g.Tokens != nil && w.Tokens != nil {

@@ -443,6 +443,31 @@ func decideCases() map[string]decideCase {
 				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 2, FinalizeOnly: true}, RequeueAfter: time.Minute,
 				Conditions: []string{finalizingFor(v1alpha1.ReasonStepLimit), "Ready=False/Finalizing"}},
 		},
+		"violation: none for the reserve the gateway serves on top of its own count": {
+			// The operator finalized on 10 model requests and 10 tool calls
+			// (grant 12/12, reserve 2/2); the gateway had admitted 14 and
+			// all 18 working tool calls before it learned of Finalizing, then
+			// served the reserve from its own count: 20 tool calls.
+			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(14, 20), Steps: 3, LastProgressStep: 3})),
+				finalizingSince(v1alpha1.ReasonStepLimit, time.Minute, usage(12, 12)),
+				func(in *Input) {
+					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 12, ToolCalls: 12, FinalizeOnly: true, Reserve: &v1alpha1.Usage{ModelRequests: 2, ToolCalls: 2}}
+				}),
+			want: outcome{Rung: rungSteady, Phase: finalizing, Reason: v1alpha1.ReasonStepLimit, StatusAttempt: 1, Attempt: 1,
+				Grant: v1alpha1.Grant{ModelRequests: 12, ToolCalls: 12, FinalizeOnly: true}, RequeueAfter: time.Minute,
+				Conditions: []string{finalizingFor(v1alpha1.ReasonStepLimit), "Ready=False/Finalizing"}},
+		},
+		"violation: above the working allowance plus the reserve": {
+			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(14, 21), Steps: 3, LastProgressStep: 3})),
+				finalizingSince(v1alpha1.ReasonStepLimit, time.Minute, usage(12, 12)),
+				func(in *Input) {
+					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 12, ToolCalls: 12, FinalizeOnly: true, Reserve: &v1alpha1.Usage{ModelRequests: 2, ToolCalls: 2}}
+				}),
+			want: outcome{Rung: rungPolicyViolation, Phase: finalizing, Reason: v1alpha1.ReasonPolicyViolation, StatusAttempt: 1,
+				DeletePod: true, RequeueAfter: StopPollInterval, Events: []string{evStopping},
+				Conditions: []string{"Finalizing=False/Stopping", readyStop}},
+			message: "attempt 1 reported 21 tool calls, above its grant of 20",
+		},
 		"violation: a finalize-only attempt above its grant": {
 			in: with(runningAt(3*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 0)}), fact(2, v1alpha1.RunAttemptStatus{Usage: usage(5, 0)})),
 				finalizingSince(v1alpha1.ReasonRecoveryExhausted, 0, usage(2, 2)),
