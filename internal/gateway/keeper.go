@@ -57,13 +57,13 @@ type keeper struct {
 	key types.NamespacedName
 	log logr.Logger
 
-	mu       sync.Mutex
-	obj      *v1alpha1.RunAttempt // metadata and spec; status is never read back after seeding
-	facts    facts
-	tokens   int64 // tokens reserved by model requests under way
+	mu     sync.Mutex
+	obj    *v1alpha1.RunAttempt // metadata and spec; status is never read back after seeding
+	facts  facts
+	tokens int64 // tokens reserved by model requests under way
 	// finBase is the usage this gateway had counted when it learned the
 	// attempt is finalizing: the reserve is served on top of it.
-	finBase *v1alpha1.Usage
+	finBase  *v1alpha1.Usage
 	calls    map[string]*admitted
 	seq      uint64 // version of the facts
 	written  uint64 // latest version durably written
