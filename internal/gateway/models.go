@@ -374,7 +374,7 @@ func (x *exchange) unreachable(err error) {
 func (x *exchange) upstreamError(resp *http.Response) {
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	x.done = x.g.clock.Now()
-	kind, retryable := providerFaultOf(resp.StatusCode)
+	kind, retryable := gatewayapi.ProviderFault(resp.StatusCode)
 	var eb struct {
 		Error struct {
 			Code any `json:"code"`
@@ -466,24 +466,6 @@ func copyHeader(w http.ResponseWriter, resp *http.Response, names ...string) {
 			w.Header().Set(n, v)
 		}
 	}
-}
-
-// providerFaultOf is the fault kind of an upstream HTTP error and whether a
-// retry may succeed.
-func providerFaultOf(status int) (string, bool) {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "RateLimited", true
-	case status == http.StatusRequestTimeout:
-		return "Timeout", true
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return "Unauthorized", false
-	case status == http.StatusNotFound:
-		return "NotFound", false
-	case status >= 500:
-		return "ServerError", true
-	}
-	return "InvalidRequest", false
 }
 
 // serveModel returns the model the policy serves for name — its degraded

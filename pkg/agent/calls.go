@@ -96,7 +96,7 @@ func (a *Agent) modelError(call *Call, err error) error {
 		return a.refused(reason, call, "", oe.Message)
 	}
 	a.metrics.calls.WithLabelValues(string(KindModel), call.Name).Inc()
-	kind, retryable := statusFault(oe.StatusCode)
+	kind, retryable := gatewayapi.ProviderFault(oe.StatusCode)
 	switch k := gatewayapi.FaultKind(oe.Code); {
 	case oe.Code == gatewayapi.CodeUpstreamUnavailable:
 		// The gateway could not reach the provider: the kind it recorded.
@@ -116,24 +116,6 @@ func (a *Agent) modelError(call *Call, err error) error {
 	return Failure(kind, retryable, werr)
 }
 
-// statusFault is the fault kind of a provider's HTTP error (relayed by the
-// gateway) and whether a retry may succeed: the kind the gateway records
-// for it, so an escalation names the fault the status already counts.
-func statusFault(status int) (string, bool) {
-	switch {
-	case status == http.StatusTooManyRequests:
-		return "RateLimited", true
-	case status == http.StatusRequestTimeout:
-		return "Timeout", true
-	case status == http.StatusUnauthorized || status == http.StatusForbidden:
-		return "Unauthorized", false
-	case status == http.StatusNotFound:
-		return "NotFound", false
-	case status >= 500:
-		return "ServerError", true
-	}
-	return "InvalidRequest", false
-}
 
 // CallTool calls a registered tool with args (any JSON-encodable value that
 // encodes as an object, or nil):

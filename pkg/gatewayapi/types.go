@@ -351,3 +351,23 @@ func FaultKind(code string) string {
 	}
 	return string(b)
 }
+
+// ProviderFault is the fault kind of a provider's HTTP error status and
+// whether a retry may succeed. The gateway records provider faults under it
+// (or under FaultKind of the provider's error code) and the Go SDK names
+// them the same, so an escalation names the fault the status already counts.
+func ProviderFault(status int) (kind string, retryable bool) {
+	switch {
+	case status == 429:
+		return "RateLimited", true
+	case status == 408:
+		return "Timeout", true
+	case status == 401 || status == 403:
+		return "Unauthorized", false
+	case status == 404:
+		return "NotFound", false
+	case status >= 500:
+		return "ServerError", true
+	}
+	return "InvalidRequest", false
+}
