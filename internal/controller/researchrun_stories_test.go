@@ -82,7 +82,8 @@ var _ = Describe("The termination owner", func() {
 		run := w.eventually("budget", v1alpha1.PhaseFinalizing, v1alpha1.ReasonBudgetExhausted)
 		Expect(run.Status.Message).To(ContainSubstring("8/8"))
 		Eventually(func() v1alpha1.Grant { return w.attempt("budget", 1).Spec.Grant }, timeout, interval).Should(
-			Equal(v1alpha1.Grant{ModelRequests: 10, ToolCalls: 5, FinalizeOnly: true}), "usage at entry 8/3 + reserve 2/2")
+			Equal(v1alpha1.Grant{ModelRequests: 10, ToolCalls: 5, FinalizeOnly: true,
+				Reserve: &v1alpha1.Usage{ModelRequests: 2, ToolCalls: 2}}), "usage at entry 8/3 + reserve 2/2")
 
 		w.agent("budget", 1, func(s *v1alpha1.RunAttemptStatus) { s.Usage.ModelRequests = 10 })
 		w.settle("budget", 1, v1alpha1.SettlementPartial)
@@ -253,7 +254,8 @@ var _ = Describe("The termination owner", func() {
 		w.eventually("advice", v1alpha1.PhaseFinalizing, v1alpha1.ReasonCompleted)
 		Eventually(func() bool { return w.attempt("advice", 1).Spec.Grant.FinalizeOnly }, timeout, interval).Should(BeTrue())
 		grant := w.attempt("advice", 1).Spec.Grant
-		Expect(grant).To(Equal(v1alpha1.Grant{ModelRequests: 4, ToolCalls: 2, FinalizeOnly: true}), "usage at finish 2/0 + reserve 2/2")
+		Expect(grant).To(Equal(v1alpha1.Grant{ModelRequests: 4, ToolCalls: 2, FinalizeOnly: true,
+			Reserve: &v1alpha1.Usage{ModelRequests: 2, ToolCalls: 2}}), "usage at finish 2/0 + reserve 2/2")
 		w.agent("advice", 1, func(s *v1alpha1.RunAttemptStatus) {
 			s.Advice = []v1alpha1.Advice{{Source: "reviewer", Kind: "Continue", Count: 1}, {Source: "stop-hook", Kind: "Block", Count: 1}}
 		})
