@@ -116,7 +116,6 @@ func (a *Agent) modelError(call *Call, err error) error {
 	return Failure(kind, retryable, werr)
 }
 
-
 // CallTool calls a registered tool with args (any JSON-encodable value that
 // encodes as an object, or nil):
 //
