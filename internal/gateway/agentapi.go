@@ -20,7 +20,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
-	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -319,11 +318,6 @@ func canonicalArgs(raw json.RawMessage) ([]byte, *apiError) {
 	return canon, nil
 }
 
-func argsHash(canon []byte) string {
-	sum := sha256.Sum256(canon)
-	return hex.EncodeToString(sum[:])
-}
-
 // maxApprovalWait bounds how long one tool call report waits for an approval.
 const maxApprovalWait = 5 * time.Minute
 
@@ -386,7 +380,7 @@ func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) 
 	call.ID = newCallID()
 	k.facts.usage.ToolCalls++
 	k.facts.countCall(req.Tool, fp)
-	ad := &admitted{tool: req.Tool, effect: entry.Effect, argsHash: argsHash(canon)}
+	ad := &admitted{tool: req.Tool}
 	if req.Tool == gatewayapi.ToolReportPublish {
 		var pa struct {
 			Section string `json:"section"`
@@ -413,7 +407,6 @@ func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) 
 	}
 	// Write-ahead: the record must be on the API server before the effect
 	// can happen, or a crash would leave an effect nobody knows of.
-	k.calls[call.ID].writeAhead = true
 	call.WriteAhead = true
 	k.facts.inFlight = append(k.facts.inFlight, v1alpha1.InFlightEffect{
 		ID: call.ID, Tool: req.Tool, Effect: entry.Effect, IdempotencyKey: call.IdempotencyKey,

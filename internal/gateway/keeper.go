@@ -83,10 +83,7 @@ type keeper struct {
 
 // admitted is a tool call the gateway admitted and awaits the outcome of.
 type admitted struct {
-	tool       string
-	effect     v1alpha1.Effect
-	argsHash   string
-	writeAhead bool
+	tool string
 	// section and content are a publication call's arguments: what was
 	// approved is what may be published.
 	section, content string

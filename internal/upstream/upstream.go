@@ -88,9 +88,6 @@ type Server struct {
 	Latency time.Duration
 	// Requests counts chat completion requests received.
 	Requests atomic.Int64
-	// LastAuthorization is the Authorization header of the latest request
-	// (tests check the gateway sends the provider key, never the agent's token).
-	lastAuth atomic.Value
 
 	mu     sync.Mutex
 	models []string // the model of each chat completion request, in order
@@ -105,12 +102,6 @@ func (s *Server) Models() []string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]string(nil), s.models...)
-}
-
-// LastAuthorization returns the Authorization header of the latest request.
-func (s *Server) LastAuthorization() string {
-	v, _ := s.lastAuth.Load().(string)
-	return v
 }
 
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +130,6 @@ type request struct {
 
 func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	s.Requests.Add(1)
-	s.lastAuth.Store(r.Header.Get("Authorization"))
 	body, err := io.ReadAll(io.LimitReader(r.Body, 16<<20))
 	if err != nil {
 		writeErr(w, http.StatusBadRequest, "invalid_request", err.Error())
