@@ -266,6 +266,9 @@ const (
 	ConditionStalled = "Stalled"
 	// ConditionValid is True when a RuntimePolicy's chain and catalogue pass validation.
 	ConditionValid = "Valid"
+	// ConditionAwaitingApproval is True while a tool call of the run's
+	// current attempt waits for a decision (status.pendingApprovals).
+	ConditionAwaitingApproval = "AwaitingApproval"
 )
 
 // Usage is a set of counters in the budget's units.
@@ -316,6 +319,52 @@ type Tool struct {
 	// +kubebuilder:validation:MaxLength=1024
 	// +optional
 	Description string `json:"description,omitempty"`
+	// server names the spec.toolServers entry that serves the tool; the
+	// gateway's MCP door dispatches the call there. Empty: a tool the gateway
+	// itself serves (report.publish, notes.write) or, for effect None only, a
+	// tool the agent runs in its own process (admitted through the agent
+	// API). A Write or External tool must be served by a server or built in.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Server string `json:"server,omitempty"`
+	// preview marks an effect-None tool that shows what a write would do
+	// (a dry run, a diff) without doing it: Plan mode may call it, ReadOnly
+	// may not.
+	// +optional
+	Preview bool `json:"preview,omitempty"`
+}
+
+// ApprovalRequest is a tool call waiting for a person's decision, bound to
+// the run, the attempt, the tool and a hash of its canonical arguments (the
+// action id), and refused with ApprovalExpired when expiresAt passes.
+type ApprovalRequest struct {
+	// actionID is what an Approval names (spec.approvals[].actionID).
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	ActionID string `json:"actionID"`
+	// tool the call is for.
+	// +kubebuilder:validation:MaxLength=128
+	// +required
+	Tool string `json:"tool"`
+	// risk of the tool.
+	// +optional
+	Risk Risk `json:"risk,omitempty"`
+	// attempt whose call waits (ResearchRun status only).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Attempt int32 `json:"attempt,omitempty"`
+	// summary of the arguments, redacted of secrets and truncated.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Summary string `json:"summary,omitempty"`
+	// requestedAt is when the request was made.
+	// +optional
+	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
+	// expiresAt is when the call is refused with ApprovalExpired if no
+	// decision came (the policy's approvalTimeout after requestedAt).
+	// +optional
+	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
 }
 
 // ResolvedInterceptor is one entry of a resolved interceptor chain, in the order
@@ -355,7 +404,7 @@ type ResolvedInterceptor struct {
 // Approval is a user's answer to an action that needs confirmation.
 type Approval struct {
 	// actionID is the id of the action the agent asked approval for (see
-	// RunAttempt status.awaitingApproval).
+	// ResearchRun status.pendingApprovals).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=253
 	// +required
@@ -377,4 +426,16 @@ type Approval struct {
 	// request may not set a time other than its own.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`
+}
+
+// ActionIDs returns the action ids of reqs, in order (nil for none).
+func ActionIDs(reqs []ApprovalRequest) []string {
+	if len(reqs) == 0 {
+		return nil
+	}
+	ids := make([]string, len(reqs))
+	for i, r := range reqs {
+		ids[i] = r.ActionID
+	}
+	return ids
 }

@@ -91,6 +91,22 @@ const (
 	// EventReasonAttemptStarted (Normal): a replacement or finalize-only
 	// attempt was started.
 	EventReasonAttemptStarted = "AttemptStarted"
+	// EventReasonApprovalRequested (Normal): a tool call of the run waits for
+	// a decision; the message names the action id, the tool, its risk and the
+	// redacted arguments, and how to approve it.
+	EventReasonApprovalRequested = "ApprovalRequested"
+	// EventReasonApprovalChangedNothing (Warning): a decision arrived for an
+	// action that no call waits on any more (already dispatched, refused or
+	// expired): it changes nothing.
+	EventReasonApprovalChangedNothing = "ApprovalChangedNothing"
+)
+
+// Condition reasons of AwaitingApproval.
+const (
+	// ConditionReasonApprovalPending: at least one call waits for a decision.
+	ConditionReasonApprovalPending = "ApprovalPending"
+	// ConditionReasonNoPendingApprovals: no call waits.
+	ConditionReasonNoPendingApprovals = "NoPendingApprovals"
 )
 
 // Event reasons on a Session.

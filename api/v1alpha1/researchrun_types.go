@@ -325,6 +325,14 @@ type ResearchRunStatus struct {
 	// gates shows how close the run is to each gate.
 	// +optional
 	Gates GateStatus `json:"gates,omitzero"`
+	// pendingApprovals are the current attempt's tool calls waiting for a
+	// decision (spec.approvals); the AwaitingApproval condition is True while
+	// there is one.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=actionID
+	// +optional
+	PendingApprovals []ApprovalRequest `json:"pendingApprovals,omitempty"`
 	// conditions: Ready, Succeeded, Finalizing, Recovering, Stalled.
 	// +listType=map
 	// +listMapKey=type

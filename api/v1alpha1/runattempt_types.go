@@ -115,6 +115,15 @@ type PolicySnapshot struct {
 	// +listType=atomic
 	// +optional
 	Models []Model `json:"models,omitempty"`
+	// toolServers the gateway dispatches tool calls to (Secret references,
+	// never tokens).
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=atomic
+	// +optional
+	ToolServers []ToolServer `json:"toolServers,omitempty"`
+	// approvalTimeout is how long a call waits for a decision.
+	// +optional
+	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
 }
 
 // RunAttemptSpec is written only by the operator: everything the agent needs,
@@ -211,7 +220,29 @@ type InFlightEffect struct {
 	// startedAt is when the record was written.
 	// +optional
 	StartedAt *metav1.Time `json:"startedAt,omitempty"`
+	// fingerprint of the call (tool, canonical arguments, context): the
+	// gateway never dispatches a non-idempotent call with this fingerprint
+	// again while the record says Unknown.
+	// +kubebuilder:validation:MaxLength=128
+	// +optional
+	Fingerprint string `json:"fingerprint,omitempty"`
+	// outcome is empty while the call is under way and Unknown when the
+	// gateway cannot know whether it took effect (a timeout, a lost
+	// connection, a restart): the record then stays.
+	// +optional
+	Outcome EffectOutcome `json:"outcome,omitempty"`
+	// message says why the outcome is unknown.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Message string `json:"message,omitempty"`
 }
+
+// EffectOutcome is what the gateway knows of a dispatched side effect.
+// +kubebuilder:validation:Enum=Unknown
+type EffectOutcome string
+
+// OutcomeUnknown: the call may or may not have taken effect.
+const OutcomeUnknown EffectOutcome = "Unknown"
 
 // FaultScope says where a fault happened.
 // +kubebuilder:validation:Enum=Tool;Provider;Reviewer;Hook;Agent
@@ -333,11 +364,12 @@ type RunAttemptStatus struct {
 	// +listType=atomic
 	// +optional
 	Advice []Advice `json:"advice,omitempty"`
-	// awaitingApproval lists action ids the agent is waiting on.
+	// awaitingApproval lists the calls waiting for a decision.
 	// +kubebuilder:validation:MaxItems=16
-	// +listType=set
+	// +listType=map
+	// +listMapKey=actionID
 	// +optional
-	AwaitingApproval []string `json:"awaitingApproval,omitempty"`
+	AwaitingApproval []ApprovalRequest `json:"awaitingApproval,omitempty"`
 	// finishProposed is true once the agent proposes to finish.
 	// +optional
 	FinishProposed bool `json:"finishProposed,omitempty"`

@@ -203,6 +203,62 @@ type Model struct {
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 }
 
+// ServiceReference names an in-cluster Service that serves MCP.
+type ServiceReference struct {
+	// namespace of the Service; default the gateway's namespace.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	// name of the Service.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +required
+	Name string `json:"name"`
+	// port of the Service.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=65535
+	// +kubebuilder:default=80
+	// +optional
+	Port int32 `json:"port,omitempty"`
+	// path of the MCP endpoint.
+	// +kubebuilder:validation:MaxLength=1024
+	// +kubebuilder:default="/mcp"
+	// +optional
+	Path string `json:"path,omitempty"`
+}
+
+// ToolServer is an MCP server (streamable HTTP) the gateway calls tools on.
+// Only the gateway reaches it: agents call tools through the gateway's MCP
+// door, which applies modes, approvals, the write-ahead record and the chain.
+// +kubebuilder:validation:XValidation:rule="has(self.url) != has(self.service)",message="a tool server sets exactly one of url and service"
+type ToolServer struct {
+	// name the catalogue's tools[].server refers to.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// url of the server's MCP endpoint, e.g. https://tools.example.com/mcp.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))",message="url must be an http or https URL"
+	// +optional
+	URL string `json:"url,omitempty"`
+	// service is an in-cluster Service serving MCP, instead of a url.
+	// +optional
+	Service *ServiceReference `json:"service,omitempty"`
+	// authSecretRef is a bearer token the gateway sends to the server. The
+	// Secret must carry the label agentrun.dev/provider-key=true (the only
+	// Secrets the gateway reads).
+	// +optional
+	AuthSecretRef *SecretKeyRef `json:"authSecretRef,omitempty"`
+	// timeout bounds one call. A Write or External call that gets no answer
+	// in time has an Unknown outcome: it is never dispatched again unless
+	// the tool is idempotent.
+	// +kubebuilder:default="30s"
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
+}
+
 // RuntimePolicySpec is what a platform team allows: the interceptor chain, the
 // tool catalogue with risk, the permission-mode ceiling, queue defaults and caps.
 // +kubebuilder:validation:XValidation:rule="!has(self.models) || self.models.all(m, !has(m.degradedModel) || (m.degradedModel != m.name && self.models.exists(o, o.name == m.degradedModel)))",message="spec.models[].degradedModel must name another model of spec.models"
@@ -234,6 +290,19 @@ type RuntimePolicySpec struct {
 	// +listMapKey=name
 	// +optional
 	Models []Model `json:"models,omitempty"`
+	// toolServers are the MCP servers that serve the catalogue's tools
+	// (tools[].server).
+	// +kubebuilder:validation:MaxItems=32
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	ToolServers []ToolServer `json:"toolServers,omitempty"`
+	// approvalTimeout is how long a tool call waits for a decision before it
+	// is refused with ApprovalExpired (the model gets a tool error; the run
+	// goes on).
+	// +kubebuilder:default="15m"
+	// +optional
+	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
 	// maxMode is the permission-mode ceiling for sessions under this policy.
 	// +kubebuilder:default=Edit
 	// +optional

@@ -240,7 +240,8 @@ func (w *watcher) onRun(run *v1.ResearchRun) {
 }
 
 func (w *watcher) onAttempt(ctx context.Context, ra *v1.RunAttempt) {
-	for _, id := range ra.Status.AwaitingApproval {
+	for _, req := range ra.Status.AwaitingApproval {
+		id := req.ActionID
 		if slices.ContainsFunc(ra.Spec.Approvals, func(a v1.Approval) bool { return a.ActionID == id }) {
 			continue
 		}

@@ -503,8 +503,8 @@ func (k *keeper) confirm(ctx context.Context, actionID string, wait time.Duratio
 			}
 			return denied(gatewayapi.CodeApprovalDenied, "ApprovalDenied", msg)
 		}
-		if !added && !slices.Contains(k.facts.awaiting, actionID) && len(k.facts.awaiting) < maxAwaitingApproval {
-			k.facts.awaiting = append(k.facts.awaiting, actionID)
+		if !added && !k.facts.isAwaiting(actionID) && len(k.facts.awaiting) < maxAwaitingApproval {
+			k.facts.awaiting = append(k.facts.awaiting, v1alpha1.ApprovalRequest{ActionID: actionID})
 			added = true
 			k.markLocked(true)
 			k.log.Info("Awaiting approval", "action", actionID)

@@ -340,11 +340,11 @@ func TestAgentAPIApprovalPending(t *testing.T) {
 	g.Expect(r.errBody().Code).To(Equal(gatewayapi.CodeApprovalPending))
 	g.Expect(r.errBody().Message).To(ContainSubstring(id))
 	g.Expect(time.Since(start)).To(BeNumerically(">=", time.Second))
-	g.Eventually(func() []string { return e.Status().AwaitingApproval }, apiWait, apiPoll).Should(BeEmpty())
+	g.Eventually(func() []string { return v1alpha1.ActionIDs(e.Status().AwaitingApproval) }, apiWait, apiPoll).Should(BeEmpty())
 
 	done := make(chan reply, 1)
 	go func() { done <- as(t, e, "POST", self("/toolcalls"), body) }()
-	g.Eventually(func() []string { return e.Status().AwaitingApproval }, apiWait, apiPoll).Should(ConsistOf(id))
+	g.Eventually(func() []string { return v1alpha1.ActionIDs(e.Status().AwaitingApproval) }, apiWait, apiPoll).Should(ConsistOf(id))
 	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
 		s.Approvals = append(s.Approvals, v1alpha1.Approval{ActionID: id, Decision: v1alpha1.DecisionApprove})
 	})

@@ -64,7 +64,7 @@ type facts struct {
 	inFlight         []v1alpha1.InFlightEffect
 	faults           []v1alpha1.Fault
 	advice           []v1alpha1.Advice
-	awaiting         []string
+	awaiting         []v1alpha1.ApprovalRequest
 	finishProposed   bool
 	publication      v1alpha1.Publication
 	checkpoint       string
@@ -174,9 +174,14 @@ func (f *facts) removeInFlight(id string) {
 	f.inFlight = slices.DeleteFunc(f.inFlight, func(e v1alpha1.InFlightEffect) bool { return e.ID == id })
 }
 
+// isAwaiting reports whether actionID awaits a decision.
+func (f *facts) isAwaiting(id string) bool {
+	return slices.ContainsFunc(f.awaiting, func(a v1alpha1.ApprovalRequest) bool { return a.ActionID == id })
+}
+
 func (f *facts) removeAwaiting(id string) bool {
 	n := len(f.awaiting)
-	f.awaiting = slices.DeleteFunc(f.awaiting, func(s string) bool { return s == id })
+	f.awaiting = slices.DeleteFunc(f.awaiting, func(a v1alpha1.ApprovalRequest) bool { return a.ActionID == id })
 	return len(f.awaiting) != n
 }
 

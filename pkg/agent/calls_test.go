@@ -132,7 +132,7 @@ func TestPermissionMatrix(t *testing.T) {
 						_, err := a.CallTool(ctx, tool.name, tool.args)
 						done <- err
 					}()
-					e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(id), tool.name)
+					e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(id), tool.name)
 					e.g.Expect(done).NotTo(Receive(), "the call waits for its approval")
 					_, called := ran.Load(tool.name)
 					e.g.Expect(called).To(BeFalse(), "nothing runs before the approval")
@@ -140,7 +140,7 @@ func TestPermissionMatrix(t *testing.T) {
 					e.g.Eventually(done, wait).Should(Receive(BeNil()), tool.name)
 					_, called = ran.Load(tool.name)
 					e.g.Expect(called).To(BeTrue(), tool.name)
-					e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(BeEmpty())
+					e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(BeEmpty())
 				}
 			}
 			e.g.Eventually(e.faults(v1.FaultScopeAgent, "PermissionDenied"), wait, poll).Should(Equal(denied))
@@ -188,7 +188,7 @@ func TestApprovalWait(t *testing.T) {
 	}
 	approveID := actionID(t, "notes.write", map[string]any{"text": "approve me"}, "")
 	res, errs := call(ctx, "approve me")
-	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(approveID))
+	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(approveID))
 	_, called := ran.Load("notes.write")
 	e.g.Expect(called).To(BeFalse(), "nothing runs before the approval")
 	e.approve(approveID, v1.DecisionApprove, "alice", "")
@@ -198,7 +198,7 @@ func TestApprovalWait(t *testing.T) {
 	denyID := actionID(t, "notes.write", map[string]any{"text": "deny me"}, "")
 	ran.Clear()
 	_, errs = call(ctx, "deny me")
-	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ContainElement(denyID))
+	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ContainElement(denyID))
 	e.approve(denyID, v1.DecisionDeny, "bob", "not now")
 	var denyErr error
 	e.g.Eventually(errs, wait).Should(Receive(&denyErr))
@@ -216,7 +216,7 @@ func TestApprovalWait(t *testing.T) {
 	waitCtx, cancel := context.WithCancel(ctx)
 	_, errs = call(waitCtx, "never answered")
 	neverID := actionID(t, "notes.write", map[string]any{"text": "never answered"}, "")
-	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(neverID))
+	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(neverID))
 	cancel()
 	e.g.Eventually(errs, wait).Should(Receive(MatchError(context.Canceled)))
 
@@ -522,7 +522,7 @@ func TestAdmissionTimeChecks(t *testing.T) {
 		done <- err
 	}()
 	id := actionID(t, "notes.write", args, "")
-	e.g.Eventually(func() []string { return e.status().AwaitingApproval }, wait, poll).Should(ConsistOf(id))
+	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(id))
 	e.UpdateSpec(func(s *v1.RunAttemptSpec) {
 		s.Mode = v1.ModeReadOnly
 		s.Approvals = append(s.Approvals, v1.Approval{ActionID: id, Decision: v1.DecisionApprove})

@@ -393,7 +393,7 @@ func (w *world) awaiting(run string, n int) string {
 	Eventually(func(g Gomega) {
 		ra := w.attempt(run, n)
 		g.Expect(ra.Status.AwaitingApproval).NotTo(BeEmpty())
-		id = ra.Status.AwaitingApproval[0]
+		id = ra.Status.AwaitingApproval[0].ActionID
 	}, timeout, interval).Should(Succeed())
 	return id
 }

@@ -229,7 +229,7 @@ turns:
 			ra := &v1.RunAttempt{}
 			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "approval-1"}, ra)).To(Succeed())
 			g.Expect(ra.Status.AwaitingApproval).To(HaveLen(1))
-			action = ra.Status.AwaitingApproval[0]
+			action = ra.Status.AwaitingApproval[0].ActionID
 		}, timeout, interval).Should(Succeed())
 		Consistently(done, time.Second).ShouldNot(Receive(), "the publish waits for the approval")
 		// The report holds the plan (the gateway persists it first) but no section.

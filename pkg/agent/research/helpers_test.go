@@ -133,7 +133,7 @@ func (w *world) user(ctx context.Context) {
 						return err
 					}
 					changed := false
-					for _, id := range cur.Status.AwaitingApproval {
+					for _, id := range v1.ActionIDs(cur.Status.AwaitingApproval) {
 						answered := false
 						for _, a := range cur.Spec.Approvals {
 							answered = answered || a.ActionID == id

@@ -395,7 +395,7 @@ plan: [Summary]
 turns:
 - tools: [{name: report.publish, args: {section: Summary, content: "x"}}]
 `))
-	w.g.Eventually(func() []string { return w.status().AwaitingApproval }, wait, poll).Should(HaveLen(1))
+	w.g.Eventually(func() []string { return v1.ActionIDs(w.status().AwaitingApproval) }, wait, poll).Should(HaveLen(1))
 	w.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
 	w.g.Expect(w.status().Usage.ToolCalls).To(BeZero(), "the awaited call was never dispatched")
