@@ -1,0 +1,273 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chain
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// Names of the built-in interceptors, as RuntimePolicy entries use them.
+const (
+	NameAuth      = "auth"
+	NameRateLimit = "rate_limit"
+	NameRedact    = "redact"
+	NameAudit     = "audit"
+)
+
+// Authenticator re-checks a caller's bearer token. It returns the caller's
+// identity, an error wrapping ErrTokenRejected for a token it does not
+// accept (auth vetoes the call), or any other error when it cannot tell
+// (e.g. TokenReview unavailable): an error of the auth interceptor, which
+// its posture handles (Deny: the call is refused).
+type Authenticator interface {
+	Authenticate(ctx context.Context, token string) (identity string, err error)
+}
+
+// AuthenticatorFunc adapts a function to Authenticator.
+type AuthenticatorFunc func(ctx context.Context, token string) (string, error)
+
+// Authenticate implements Authenticator.
+func (f AuthenticatorFunc) Authenticate(ctx context.Context, token string) (string, error) {
+	return f(ctx, token)
+}
+
+// ErrTokenRejected is wrapped by an Authenticator's error for a token that
+// is missing, invalid, expired or of another audience.
+var ErrTokenRejected = errors.New("token rejected")
+
+// BuiltinOptions configure the built-in interceptors.
+type BuiltinOptions struct {
+	// Authenticator re-checks tokens for auth (the gateway passes its cached
+	// TokenReviewer). Without one, auth fails every call (fail closed under
+	// onError Deny).
+	Authenticator Authenticator
+	// RateLimit is rate_limit's sustained rate per identity in calls per
+	// second (default 20), Burst its bucket size (default 40).
+	RateLimit float64
+	Burst     int
+	// MaxIdentities bounds how many identities rate_limit tracks (default
+	// 10000): beyond it, buckets idle long enough to be full are forgotten
+	// (nothing is lost), then the least recently used one.
+	MaxIdentities int
+	// Audit receives audit's JSON lines (default os.Stdout). Writes are
+	// serialised: one Write per line.
+	Audit io.Writer
+	// Now is the clock of rate_limit and of audit lines for calls without a
+	// Time (default time.Now).
+	Now func() time.Time
+}
+
+// Builtins returns the gateway's built-in interceptors: auth, rate_limit,
+// redact and audit.
+func Builtins(opts BuiltinOptions) Registry {
+	if opts.RateLimit <= 0 {
+		opts.RateLimit = 20
+	}
+	if opts.Burst <= 0 {
+		opts.Burst = 40
+	}
+	if opts.MaxIdentities <= 0 {
+		opts.MaxIdentities = 10000
+	}
+	if opts.Audit == nil {
+		opts.Audit = os.Stdout
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	return Registry{
+		NameAuth:      authImpl(opts.Authenticator),
+		NameRateLimit: newLimiter(opts.RateLimit, opts.Burst, opts.MaxIdentities, opts.Now).impl(),
+		NameRedact:    redactImpl(),
+		NameAudit:     (&auditor{w: opts.Audit, now: opts.Now}).impl(),
+	}
+}
+
+// authImpl re-checks the caller's token and sets call.Identity.
+func authImpl(a Authenticator) Impl {
+	return Impl{Pre: func(ctx context.Context, call *Call) error {
+		if a == nil {
+			return errors.New("this gateway has no authenticator configured")
+		}
+		if call.Token == "" {
+			return Veto("the call carries no bearer token")
+		}
+		id, err := a.Authenticate(ctx, call.Token)
+		switch {
+		case errors.Is(err, ErrTokenRejected):
+			return Veto("the caller's token is not accepted: " + err.Error())
+		case err != nil:
+			return err
+		case id == "":
+			return errors.New("the authenticator returned no identity")
+		}
+		call.Identity = id
+		return nil
+	}}
+}
+
+// limiter is a token bucket per identity.
+type limiter struct {
+	rate, burst float64
+	max         int
+	now         func() time.Time
+
+	mu      sync.Mutex
+	buckets map[string]bucket
+}
+
+type bucket struct {
+	tokens float64
+	last   time.Time
+}
+
+func newLimiter(rate float64, burst, maxIdentities int, now func() time.Time) *limiter {
+	return &limiter{rate: rate, burst: float64(burst), max: maxIdentities, now: now, buckets: map[string]bucket{}}
+}
+
+// allow takes one token from key's bucket, if it has one.
+func (l *limiter) allow(key string) bool {
+	now := l.now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b, ok := l.buckets[key]
+	if ok {
+		b.tokens = l.refill(b, now)
+	} else {
+		if len(l.buckets) >= l.max {
+			l.evict(now)
+		}
+		b.tokens = l.burst
+	}
+	b.last = now
+	allowed := b.tokens >= 1
+	if allowed {
+		b.tokens--
+	}
+	l.buckets[key] = b
+	return allowed
+}
+
+func (l *limiter) refill(b bucket, now time.Time) float64 {
+	elapsed := max(now.Sub(b.last).Seconds(), 0)
+	return min(l.burst, b.tokens+elapsed*l.rate)
+}
+
+// evict forgets the buckets that are full again (a new bucket starts
+// full, so nothing changes for them), or else the least recently used one.
+func (l *limiter) evict(now time.Time) {
+	var oldest string
+	var oldestAt time.Time
+	freed := false
+	for k, b := range l.buckets {
+		if l.refill(b, now) >= l.burst {
+			delete(l.buckets, k)
+			freed = true
+			continue
+		}
+		if oldest == "" || b.last.Before(oldestAt) {
+			oldest, oldestAt = k, b.last
+		}
+	}
+	if !freed {
+		delete(l.buckets, oldest)
+	}
+}
+
+func (l *limiter) impl() Impl {
+	return Impl{Pre: func(_ context.Context, call *Call) error {
+		key := call.Identity
+		if key == "" {
+			key = call.Namespace + "/" + call.Run
+		}
+		if !l.allow(key) {
+			return Veto(fmt.Sprintf("rate limit of %g calls/s (burst %g) for %s exceeded", l.rate, l.burst, key))
+		}
+		return nil
+	}}
+}
+
+// auditor writes one JSON line per call.
+type auditor struct {
+	mu  sync.Mutex
+	w   io.Writer
+	now func() time.Time
+}
+
+// AuditRecord is one line audit writes. It never holds the token.
+type AuditRecord struct {
+	Time      time.Time       `json:"time"`
+	Namespace string          `json:"namespace"`
+	Run       string          `json:"run"`
+	Attempt   string          `json:"attempt"`
+	Policy    string          `json:"policy,omitempty"`
+	Identity  string          `json:"identity"`
+	Kind      Kind            `json:"kind"`
+	Tool      string          `json:"tool"`
+	Effect    v1alpha1.Effect `json:"effect,omitempty"`
+	Risk      v1alpha1.Risk   `json:"risk,omitempty"`
+	Arguments map[string]any  `json:"arguments,omitempty"`
+	// ArgumentsError says why the arguments could not be encoded (they are
+	// then left out, and the call is still recorded).
+	ArgumentsError string `json:"argumentsError,omitempty"`
+	// Outcome is "ok" or "error" (the tool reported an error, or there was
+	// no result).
+	Outcome     string `json:"outcome"`
+	ResultBytes int    `json:"resultBytes"`
+}
+
+func (a *auditor) impl() Impl {
+	return Impl{Post: func(_ context.Context, call *Call, out *Outcome) error {
+		rec := AuditRecord{Time: call.Time, Namespace: call.Namespace, Run: call.Run, Attempt: call.Attempt,
+			Policy: call.Policy, Identity: call.Identity, Kind: call.Kind, Tool: call.Tool,
+			Effect: call.Effect, Risk: call.Risk, Arguments: call.Arguments,
+			Outcome: OutcomeOK, ResultBytes: len(out.Result)}
+		if rec.Time.IsZero() {
+			rec.Time = a.now()
+		}
+		if out.Failed() {
+			rec.Outcome = OutcomeError
+		}
+		line, err := json.Marshal(rec)
+		if err != nil {
+			rec.Arguments, rec.ArgumentsError = nil, err.Error()
+			if line, err = json.Marshal(rec); err != nil {
+				return fmt.Errorf("encoding the audit record: %w", err)
+			}
+		}
+		line = append(line, '\n')
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		n, err := a.w.Write(line)
+		if err == nil && n < len(line) {
+			err = io.ErrShortWrite
+		}
+		if err != nil {
+			return fmt.Errorf("writing the audit record: %w", err)
+		}
+		return nil
+	}}
+}

@@ -1,0 +1,160 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package chain
+
+import (
+	"errors"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
+
+// Outcomes of one hook call (label outcome of
+// agentrun_gateway_interceptor_calls_total).
+const (
+	OutcomeOK          = "ok"
+	OutcomeError       = "error"
+	OutcomeVeto        = "veto"
+	OutcomeVetoIgnored = "veto_ignored"
+	OutcomePanic       = "panic"
+)
+
+type observer = prometheus.Observer
+
+const labelInterceptor = "interceptor"
+
+// Metrics are the chain's Prometheus metrics, shared by every Chain of a
+// gateway. Labels are the interceptor's name, its phase and the call kind:
+// never a run or a tool (unbounded cardinality).
+type Metrics struct {
+	seconds  *prometheus.HistogramVec
+	calls    *prometheus.CounterVec
+	denials  *prometheus.CounterVec
+	added    *prometheus.HistogramVec
+	resends  *prometheus.CounterVec
+	dropped  *prometheus.CounterVec
+	buffered *prometheus.GaugeVec
+}
+
+// NewMetrics creates the chain's metrics and registers them on reg (nil:
+// not registered). Registering twice on one registry reuses the metrics
+// already there.
+func NewMetrics(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentrun_gateway_interceptor_seconds",
+			Help:    "Time one interceptor hook takes, by interceptor and phase.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 20),
+		}, []string{labelInterceptor, "phase"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_interceptor_calls_total",
+			Help: "Interceptor hook calls, by interceptor and outcome (ok, error, veto, veto_ignored, panic).",
+		}, []string{labelInterceptor, "outcome"}),
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_interceptor_denials_total",
+			Help: "Calls an interceptor refused (a veto, or an error or panic under onError Deny), by interceptor.",
+		}, []string{labelInterceptor}),
+		added: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentrun_gateway_interceptor_chain_added_seconds",
+			Help:    "Time the interceptor chain adds to a call (total minus dispatch), by call kind.",
+			Buckets: prometheus.ExponentialBuckets(0.00001, 2, 20),
+		}, []string{"kind"}),
+		resends: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_interceptor_resends_total",
+			Help: "Buffered outputs of fail-open interceptors delivered on a resend, by interceptor.",
+		}, []string{labelInterceptor}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_interceptor_dropped_total",
+			Help: "Buffered outputs dropped (buffer full, or still undelivered at Close), by interceptor.",
+		}, []string{labelInterceptor}),
+		buffered: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentrun_gateway_interceptor_buffered",
+			Help: "Outputs of fail-open interceptors waiting to be resent, by interceptor.",
+		}, []string{labelInterceptor}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.seconds = register(reg, m.seconds)
+	m.calls = register(reg, m.calls)
+	m.denials = register(reg, m.denials)
+	m.added = register(reg, m.added)
+	m.resends = register(reg, m.resends)
+	m.dropped = register(reg, m.dropped)
+	m.buffered = register(reg, m.buffered)
+	return m
+}
+
+func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
+}
+
+// linkMetrics are one chain entry's metrics, resolved once in New so a call
+// does no label lookups.
+type linkMetrics struct {
+	seconds                             observer
+	ok, err, veto, vetoIgnored, panicky prometheus.Counter
+	denials, resends, dropped           prometheus.Counter
+	buffered                            prometheus.Gauge
+}
+
+func (m *Metrics) forLink(name string, phase v1alpha1.InterceptorPhase) linkMetrics {
+	return linkMetrics{
+		seconds:     m.seconds.WithLabelValues(name, string(phase)),
+		ok:          m.calls.WithLabelValues(name, OutcomeOK),
+		err:         m.calls.WithLabelValues(name, OutcomeError),
+		veto:        m.calls.WithLabelValues(name, OutcomeVeto),
+		vetoIgnored: m.calls.WithLabelValues(name, OutcomeVetoIgnored),
+		panicky:     m.calls.WithLabelValues(name, OutcomePanic),
+		denials:     m.denials.WithLabelValues(name),
+		resends:     m.resends.WithLabelValues(name),
+		dropped:     m.dropped.WithLabelValues(name),
+		buffered:    m.buffered.WithLabelValues(name),
+	}
+}
+
+// observe times and counts one hook call ending with *err.
+func (l *link) observe(start time.Time, err *error) {
+	l.m.seconds.Observe(time.Since(start).Seconds())
+	e := *err
+	if e == nil {
+		l.m.ok.Inc()
+		return
+	}
+	if _, ok := e.(errPanic); ok {
+		l.m.panicky.Inc()
+		return
+	}
+	if _, ok := errors.AsType[*VetoError](e); ok {
+		if l.canVeto {
+			l.m.veto.Inc()
+		} else {
+			l.m.vetoIgnored.Inc()
+		}
+		return
+	}
+	l.m.err.Inc()
+}
