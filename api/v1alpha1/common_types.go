@@ -334,6 +334,21 @@ type Tool struct {
 	Preview bool `json:"preview,omitempty"`
 }
 
+// The tools the gateway itself serves (tools[].server stays empty): a
+// catalogue may list them with any risk and effect; every other Write or
+// External tool must name a spec.toolServers entry.
+const (
+	// BuiltinToolReportPublish publishes a block of the run's report.
+	BuiltinToolReportPublish = "report.publish"
+	// BuiltinToolNotesWrite writes the run's working notes.
+	BuiltinToolNotesWrite = "notes.write"
+)
+
+// IsBuiltinTool reports whether name is a tool the gateway serves itself.
+func IsBuiltinTool(name string) bool {
+	return name == BuiltinToolReportPublish || name == BuiltinToolNotesWrite
+}
+
 // ApprovalRequest is a tool call waiting for a person's decision, bound to
 // the run, the attempt, the tool and a hash of its canonical arguments (the
 // action id), and refused with ApprovalExpired when expiresAt passes.

@@ -333,7 +333,14 @@ type ResearchRunStatus struct {
 	// +listMapKey=actionID
 	// +optional
 	PendingApprovals []ApprovalRequest `json:"pendingApprovals,omitempty"`
-	// conditions: Ready, Succeeded, Finalizing, Recovering, Stalled.
+	// observedApprovals is how many entries of spec.approvals (append-only)
+	// the operator has judged: each later entry whose action no call waits
+	// on gets one ApprovalChangedNothing warning.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ObservedApprovals int32 `json:"observedApprovals,omitempty"`
+	// conditions: Ready, Succeeded, Finalizing, Recovering, Stalled,
+	// AwaitingApproval.
 	// +listType=map
 	// +listMapKey=type
 	// +optional

@@ -94,6 +94,32 @@ limitations under the License.
 // other reason has Ready=False, Succeeded=False and Stalled=True, each with
 // that reason.
 //
+// # Approvals
+//
+// A tool call that needs a person's decision waits in the gateway, which
+// lists it in the attempt's status.awaitingApproval. Every pass mirrors the
+// working attempt's list on the run (status.pendingApprovals, each entry
+// with its attempt number) and, once the run has started, sets the
+// AwaitingApproval condition: True/ApprovalPending with the action ids and
+// the kubectl command that approves one, False/NoPendingApprovals otherwise.
+// Nothing is pending while the run has not started, is ending, or its
+// current attempt has failed (a failed attempt's call is never dispatched).
+// Each action id that becomes pending gets one ApprovalRequested event.
+//
+// spec.approvals is append-only and the latest decision for an action
+// before its dispatch wins (the gateway reads them from the attempt's spec,
+// which the operator writes after the run's status). status.observedApprovals
+// counts the entries already judged: each later entry whose action no call
+// waits on (dispatched, refused, expired, never asked) gets one
+// ApprovalChangedNothing warning, once.
+//
+// A waiting call counts toward no gate: steps, progress and repeated calls
+// are what the attempt reports, and waiting reports none. Only the deadline,
+// a wall clock, keeps running. Nor is waiting silence: while a call waits,
+// its expiry (expiresAt, else requestedAt) counts as a sign of life, so an
+// agent blocked in a tool call for the approval timeout does not fail its
+// heartbeat; past the expiry the heartbeat timeout counts again.
+//
 // # Budget
 //
 // Grants are absolute counters of the attempt's own usage. Running: budget

@@ -45,6 +45,9 @@ type enactment struct {
 	stopping bool   // waiting for the pod to stop before Terminated
 	stopWhy  string // why the run ends, without the waiting clause
 	requeue  []time.Time
+	// lateApprovals are the entries of spec.approvals this pass is the
+	// first to judge (see approvals).
+	lateApprovals []v1alpha1.Approval
 }
 
 // enact turns a verdict into the Decision: the next status with its
@@ -249,13 +252,14 @@ func (e *enactment) finish() Decision {
 	}
 	st.Message = textutil.Truncate(st.Message, maxMessage)
 	e.conditions()
+	e.approvals()
 	for _, a := range f.in.Attempts {
 		if a.Attempt < st.Attempt && !slices.Contains(e.d.Superseded, a.Attempt) {
 			e.d.Superseded = append(e.d.Superseded, a.Attempt)
 		}
 	}
 	slices.Sort(e.d.Superseded)
-	e.d.Events = e.events()
+	e.d.Events = append(e.events(), e.approvalEvents()...)
 	e.d.RequeueAfter = e.requeueAfter()
 	e.d.Status = *st
 	return e.d

@@ -294,7 +294,13 @@ func (f *facts) startDeadline(a attempt) (time.Time, bool) {
 }
 
 // lastSignOfLife is the latest of heartbeat, pod start and creation of the
-// current attempt.
+// current attempt, and of the expiry of each call it has waiting for a
+// decision (its request time if it has no expiry). A call that waits for a
+// person is a sign of life until it expires: an agent blocked in a tool call
+// for the approvalTimeout (15m by default) may send no heartbeat of its own,
+// and waiting on a person must not fail the attempt. Once the wait is over
+// the heartbeat timeout counts from the expiry again, so an attempt whose
+// gateway stopped writing is still found dead.
 func (f *facts) lastSignOfLife() time.Time {
 	last := f.in.Pod.StartTime
 	if a := f.cur; a.exists {
@@ -303,6 +309,15 @@ func (f *facts) lastSignOfLife() time.Time {
 		}
 		if hb := a.facts.Status.HeartbeatTime; hb != nil && hb.After(last) {
 			last = hb.Time
+		}
+		for _, r := range a.facts.Status.AwaitingApproval {
+			t := r.ExpiresAt
+			if t == nil {
+				t = r.RequestedAt
+			}
+			if t != nil && t.After(last) {
+				last = t.Time
+			}
 		}
 	}
 	return last

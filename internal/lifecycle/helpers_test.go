@@ -152,6 +152,11 @@ func summarize(d Decision, rung string) outcome {
 		o.Events = append(o.Events, e.Type+"/"+e.Reason)
 	}
 	for _, c := range d.Status.Conditions {
+		if c.Type == v1alpha1.ConditionAwaitingApproval && c.Status != metav1.ConditionTrue {
+			// Every started run carries AwaitingApproval=False; the ladder's
+			// rows would only repeat it. The approval table covers it.
+			continue
+		}
 		o.Conditions = append(o.Conditions, fmt.Sprintf("%s=%s/%s", c.Type, c.Status, c.Reason))
 	}
 	slices.Sort(o.Conditions)
