@@ -23,8 +23,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -217,7 +219,8 @@ type auditor struct {
 	now func() time.Time
 }
 
-// AuditRecord is one line audit writes. It never holds the token.
+// AuditRecord is the schema of the JSON lines audit writes (one per call,
+// fields in this order). It never holds the token.
 type AuditRecord struct {
 	Time      time.Time       `json:"time"`
 	Namespace string          `json:"namespace"`
@@ -241,24 +244,14 @@ type AuditRecord struct {
 
 func (a *auditor) impl() Impl {
 	return Impl{Post: func(_ context.Context, call *Call, out *Outcome) error {
-		rec := AuditRecord{Time: call.Time, Namespace: call.Namespace, Run: call.Run, Attempt: call.Attempt,
-			Policy: call.Policy, Identity: call.Identity, Kind: call.Kind, Tool: call.Tool,
-			Effect: call.Effect, Risk: call.Risk, Arguments: call.Arguments,
-			Outcome: OutcomeOK, ResultBytes: len(out.Result)}
-		if rec.Time.IsZero() {
-			rec.Time = a.now()
+		t := call.Time
+		if t.IsZero() {
+			t = a.now()
 		}
-		if out.Failed() {
-			rec.Outcome = OutcomeError
-		}
-		line, err := json.Marshal(rec)
-		if err != nil {
-			rec.Arguments, rec.ArgumentsError = nil, err.Error()
-			if line, err = json.Marshal(rec); err != nil {
-				return fmt.Errorf("encoding the audit record: %w", err)
-			}
-		}
-		line = append(line, '\n')
+		bp := linePool.Get().(*[]byte)
+		defer linePool.Put(bp)
+		line := appendAuditRecord((*bp)[:0], t, call, out)
+		*bp = line
 		a.mu.Lock()
 		defer a.mu.Unlock()
 		n, err := a.w.Write(line)
@@ -270,4 +263,107 @@ func (a *auditor) impl() Impl {
 		}
 		return nil
 	}}
+}
+
+var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+// appendAuditRecord appends the AuditRecord of call and its outcome as one
+// JSON line (the fields of AuditRecord, in its order), encoding by hand all
+// but the arguments.
+func appendAuditRecord(b []byte, t time.Time, call *Call, out *Outcome) []byte {
+	b = append(b, `{"time":"`...)
+	b = t.AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","namespace":`...)
+	b = appendJSONString(b, call.Namespace)
+	b = append(b, `,"run":`...)
+	b = appendJSONString(b, call.Run)
+	b = append(b, `,"attempt":`...)
+	b = appendJSONString(b, call.Attempt)
+	if call.Policy != "" {
+		b = append(b, `,"policy":`...)
+		b = appendJSONString(b, call.Policy)
+	}
+	b = append(b, `,"identity":`...)
+	b = appendJSONString(b, call.Identity)
+	b = append(b, `,"kind":`...)
+	b = appendJSONString(b, string(call.Kind))
+	b = append(b, `,"tool":`...)
+	b = appendJSONString(b, call.Tool)
+	if call.Effect != "" {
+		b = append(b, `,"effect":`...)
+		b = appendJSONString(b, string(call.Effect))
+	}
+	if call.Risk != "" {
+		b = append(b, `,"risk":`...)
+		b = appendJSONString(b, string(call.Risk))
+	}
+	if len(call.Arguments) > 0 {
+		if args, err := json.Marshal(call.Arguments); err == nil {
+			b = append(b, `,"arguments":`...)
+			b = append(b, args...)
+		} else {
+			b = append(b, `,"argumentsError":`...)
+			b = appendJSONString(b, err.Error())
+		}
+	}
+	outcome := OutcomeOK
+	if out.Failed() {
+		outcome = OutcomeError
+	}
+	b = append(b, `,"outcome":"`...)
+	b = append(b, outcome...)
+	b = append(b, `","resultBytes":`...)
+	b = strconv.AppendInt(b, int64(len(out.Result)), 10)
+	return append(b, "}\n"...)
+}
+
+// appendJSONString appends s as a JSON string, as encoding/json would
+// (without its HTML escaping): invalid UTF-8 becomes U+FFFD.
+func appendJSONString(b []byte, s string) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < utf8.RuneSelf {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i += size
+			start = i
+			continue
+		}
+		if r == '\u2028' || r == '\u2029' {
+			b = append(b, s[start:i]...)
+			b = append(b, '\\', 'u', '2', '0', '2', hex[r&0xf])
+			i += size
+			start = i
+			continue
+		}
+		i += size
+	}
+	b = append(b, s[start:]...)
+	return append(b, '"')
 }

@@ -310,10 +310,9 @@ func (c *Chain) Run(ctx context.Context, call *Call,
 	var spent time.Duration // in dispatch
 	defer func() { c.addedObserver(call.Kind).Observe((time.Since(start) - spent).Seconds()) }()
 
-	// Around releases, in acquisition order; released in reverse on every path.
-	var relBuf [4]func(Outcome)
-	r := releases{c: c, ctx: ctx, call: call, fns: relBuf[:0],
-		outcome: Outcome{Err: errors.New("the call did not complete")}}
+	// Around releases, in acquisition order; released in reverse on every
+	// path. (No slice is allocated for a chain without Around entries.)
+	r := releases{c: c, ctx: ctx, call: call, outcome: Outcome{Err: errNotCompleted}}
 	defer r.release()
 
 	for i := range c.links[:c.pre] {
@@ -361,6 +360,10 @@ func (c *Chain) addedObserver(k Kind) observer {
 	}
 	return c.m.added.WithLabelValues(string(k))
 }
+
+// errNotCompleted is the outcome Around releases see when the call did not
+// complete (refused by a later interceptor, or dispatch panicked).
+var errNotCompleted = errors.New("the call did not complete")
 
 // releases calls the Around releases once, in reverse order.
 type releases struct {

@@ -102,8 +102,10 @@ func redactValue(key string, v any) (any, bool) {
 	}
 	switch t := v.(type) {
 	case string:
-		r := RedactText(t)
-		return r, r != t
+		if r := RedactText(t); r != t {
+			return r, true
+		}
+		return v, false
 	case map[string]any:
 		return redactMap(t)
 	case []any:
