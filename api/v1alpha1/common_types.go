@@ -108,9 +108,11 @@ const (
 type PermissionMode string
 
 const (
-	// ModeReadOnly allows only tools whose effect is None.
+	// ModeReadOnly allows only tools whose effect is None and that are not
+	// previews (tools[].preview).
 	ModeReadOnly PermissionMode = "ReadOnly"
-	// ModePlan allows tools whose effect is None (search, read, preview); nothing that writes.
+	// ModePlan allows every tool whose effect is None (search, read, and
+	// preview); nothing that writes.
 	ModePlan PermissionMode = "Plan"
 	// ModeEdit allows writes, each confirmed by an approval.
 	ModeEdit PermissionMode = "Edit"

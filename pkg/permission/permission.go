@@ -47,8 +47,11 @@ type Result struct {
 
 // Evaluate decides whether a call of tool may run under mode. autoApprove is
 // the policy's autoApprove list; it is consulted only in Auto mode, and never
-// lets a High-risk tool run unconfirmed. Unknown modes, risks and effects are
-// denied (fail closed). See the package documentation for the whole matrix.
+// lets a High-risk tool run unconfirmed. ReadOnly allows only the effect-None
+// tools that are not previews; Plan allows every effect-None tool, previews
+// (tool.preview) included; both deny every tool that writes. Unknown modes,
+// risks and effects are denied (fail closed). See the package documentation
+// for the whole matrix.
 func Evaluate(mode v1alpha1.PermissionMode, tool v1alpha1.Tool, autoApprove []string) Result {
 	if mode.Rank() < 0 {
 		return Result{Verdict: Deny, Reason: fmt.Sprintf(
@@ -56,6 +59,9 @@ func Evaluate(mode v1alpha1.PermissionMode, tool v1alpha1.Tool, autoApprove []st
 			mode, tool.Name, tool.Risk, tool.Effect)}
 	}
 	subject := fmt.Sprintf("tool %q (risk %s, effect %s)", tool.Name, tool.Risk, tool.Effect)
+	if tool.Preview {
+		subject = fmt.Sprintf("tool %q (risk %s, effect %s, preview)", tool.Name, tool.Risk, tool.Effect)
+	}
 	switch {
 	case !knownRisk(tool.Risk):
 		return deny(mode, subject, fmt.Sprintf("risk %q is unknown and an unknown risk fails closed", tool.Risk))
@@ -72,6 +78,10 @@ func Evaluate(mode v1alpha1.PermissionMode, tool v1alpha1.Tool, autoApprove []st
 		}
 	}
 
+	if tool.Effect == v1alpha1.EffectNone && tool.Preview && mode == v1alpha1.ModeReadOnly {
+		return deny(mode, subject, "ReadOnly only reads; a preview of a write needs Plan or above")
+	}
+
 	if tool.Risk == v1alpha1.RiskHigh {
 		if mode == v1alpha1.ModeAuto && slices.Contains(autoApprove, tool.Name) {
 			return confirm(mode, subject, "High risk is confirmed in every mode, even when autoApprove lists the tool")
@@ -80,6 +90,9 @@ func Evaluate(mode v1alpha1.PermissionMode, tool v1alpha1.Tool, autoApprove []st
 	}
 
 	if tool.Effect == v1alpha1.EffectNone {
+		if tool.Preview {
+			return allow(mode, subject, "a preview shows a write without doing it, which every mode but ReadOnly allows")
+		}
 		return allow(mode, subject, "effect None only reads, which every mode allows")
 	}
 
@@ -97,6 +110,15 @@ func Evaluate(mode v1alpha1.PermissionMode, tool v1alpha1.Tool, autoApprove []st
 	// Unreachable while Rank knows exactly the five modes handled above; fail
 	// closed should a sixth mode be added without a rule here.
 	return deny(mode, subject, "the mode has no rule for writes, so it fails closed")
+}
+
+// Visible reports whether tool may be called at all under mode: true when
+// Evaluate would allow it or ask for confirmation, false when it would deny
+// it. The gateway's tools/list shows only the visible tools. The autoApprove
+// list cannot make a tool visible or hide it (it only turns Confirm into
+// Allow), so it is not an argument.
+func Visible(mode v1alpha1.PermissionMode, tool v1alpha1.Tool) bool {
+	return Evaluate(mode, tool, nil).Verdict != Deny
 }
 
 // ModeAllowed reports whether mode is within ceiling (a policy's maxMode):

@@ -188,6 +188,104 @@ func TestEvaluateMatrix(t *testing.T) {
 	}
 }
 
+// TestEvaluatePreview checks every cell of the preview column (an
+// effect-None tool with preview set: 5 modes × 3 risks × listed or not),
+// written out by hand: ReadOnly denies a preview, Plan and above treat it as
+// any effect-None tool. The flag changes nothing on a tool that writes.
+func TestEvaluatePreview(t *testing.T) {
+	type cell struct {
+		mode   v1alpha1.PermissionMode
+		risk   v1alpha1.Risk
+		listed bool
+		want   Verdict
+	}
+	cells := []cell{
+		{readOnly, low, unlisted, Deny},
+		{readOnly, low, listed, Deny},
+		{readOnly, medium, unlisted, Deny},
+		{readOnly, medium, listed, Deny},
+		{readOnly, high, unlisted, Deny},
+		{readOnly, high, listed, Deny},
+		{plan, low, unlisted, Allow},
+		{plan, low, listed, Allow},
+		{plan, medium, unlisted, Allow},
+		{plan, medium, listed, Allow},
+		{plan, high, unlisted, Confirm},
+		{plan, high, listed, Confirm},
+		{edit, low, unlisted, Allow},
+		{edit, low, listed, Allow},
+		{edit, medium, unlisted, Allow},
+		{edit, medium, listed, Allow},
+		{edit, high, unlisted, Confirm},
+		{edit, high, listed, Confirm},
+		{auto, low, unlisted, Allow},
+		{auto, low, listed, Allow},
+		{auto, medium, unlisted, Allow},
+		{auto, medium, listed, Allow},
+		{auto, high, unlisted, Confirm},
+		{auto, high, listed, Confirm},
+		{full, low, unlisted, Allow},
+		{full, low, listed, Allow},
+		{full, medium, unlisted, Allow},
+		{full, medium, listed, Allow},
+		{full, high, unlisted, Confirm},
+		{full, high, listed, Confirm},
+	}
+	for _, c := range cells {
+		t.Run(fmt.Sprintf("%s/%s/listed=%t", c.mode, c.risk, c.listed), func(t *testing.T) {
+			tool := v1alpha1.Tool{Name: "probe.diff", Risk: c.risk, Effect: none, Preview: true}
+			autoApprove := []string{"other.tool"}
+			if c.listed {
+				autoApprove = append(autoApprove, tool.Name)
+			}
+			got := Evaluate(c.mode, tool, autoApprove)
+			if got.Verdict != c.want {
+				t.Errorf("Evaluate(%s, %s preview, listed=%t) = %s, want %s; reason: %s", c.mode, c.risk, c.listed, got.Verdict, c.want, got.Reason)
+			}
+			if !strings.Contains(got.Reason, "preview") {
+				t.Errorf("reason %q does not say the tool is a preview", got.Reason)
+			}
+			if v := Visible(c.mode, tool); v != (c.want != Deny) {
+				t.Errorf("Visible(%s, %s preview) = %t, want %t", c.mode, c.risk, v, c.want != Deny)
+			}
+		})
+	}
+	for _, mode := range []v1alpha1.PermissionMode{readOnly, plan, edit, auto, full} {
+		for _, effect := range []v1alpha1.Effect{write, external} {
+			tool := v1alpha1.Tool{Name: "probe.tool", Risk: medium, Effect: effect}
+			flagged := tool
+			flagged.Preview = true
+			if a, b := Evaluate(mode, tool, nil).Verdict, Evaluate(mode, flagged, nil).Verdict; a != b {
+				t.Errorf("%s, effect %s: preview turned %s into %s", mode, effect, a, b)
+			}
+		}
+	}
+}
+
+// TestVisible: a tool is visible exactly when Evaluate does not deny it,
+// whatever autoApprove says.
+func TestVisible(t *testing.T) {
+	for _, mode := range []v1alpha1.PermissionMode{readOnly, plan, edit, auto, full, "Root"} {
+		for _, risk := range []v1alpha1.Risk{low, medium, high} {
+			for _, effect := range []v1alpha1.Effect{none, write, external} {
+				for _, preview := range []bool{false, true} {
+					tool := v1alpha1.Tool{Name: "probe.tool", Risk: risk, Effect: effect, Preview: preview}
+					want := Evaluate(mode, tool, []string{tool.Name}).Verdict != Deny
+					if got := Visible(mode, tool); got != want {
+						t.Errorf("Visible(%s, %s/%s/preview=%t) = %t, want %t", mode, risk, effect, preview, got, want)
+					}
+				}
+			}
+		}
+	}
+	if !Visible(plan, v1alpha1.Tool{Name: "web.search", Risk: low, Effect: none}) {
+		t.Error("Plan must show a read")
+	}
+	if Visible(readOnly, v1alpha1.Tool{Name: "notes.write", Risk: low, Effect: write}) {
+		t.Error("ReadOnly must hide a write")
+	}
+}
+
 func TestEvaluateFailsClosed(t *testing.T) {
 	tests := map[string]struct {
 		mode       v1alpha1.PermissionMode
@@ -246,6 +344,18 @@ func TestEvaluateReasons(t *testing.T) {
 			want: Result{Deny, `mode Plan denies tool "notes.write" (risk Low, effect Write): ` +
 				`Plan allows search, read and preview (effect None), nothing that writes`},
 		},
+		"read-only denies a preview": {
+			mode: readOnly,
+			tool: v1alpha1.Tool{Name: "notes.diff", Risk: low, Effect: none, Preview: true},
+			want: Result{Deny, `mode ReadOnly denies tool "notes.diff" (risk Low, effect None, preview): ` +
+				`ReadOnly only reads; a preview of a write needs Plan or above`},
+		},
+		"plan allows a preview": {
+			mode: plan,
+			tool: v1alpha1.Tool{Name: "notes.diff", Risk: low, Effect: none, Preview: true},
+			want: Result{Allow, `mode Plan allows tool "notes.diff" (risk Low, effect None, preview): ` +
+				`a preview shows a write without doing it, which every mode but ReadOnly allows`},
+		},
 		"edit confirms a write": {
 			mode: edit,
 			tool: v1alpha1.Tool{Name: "notes.write", Risk: low, Effect: write},
@@ -299,13 +409,14 @@ func FuzzEvaluate(f *testing.F) {
 	for _, m := range []string{"ReadOnly", "Plan", "Edit", "Auto", "Full", "", "root"} {
 		for _, r := range []string{"Low", "Medium", "High", "x"} {
 			for _, e := range []string{"None", "Write", "External", "Delete"} {
-				f.Add(m, "t", r, e, "t", false)
-				f.Add(m, "t", r, e, "t", true)
+				f.Add(m, "t", r, e, "t", false, false)
+				f.Add(m, "t", r, e, "t", true, false)
+				f.Add(m, "t", r, e, "t", false, true)
 			}
 		}
 	}
-	f.Fuzz(func(t *testing.T, mode, name, risk, effect, approved string, alsoListName bool) {
-		tool := v1alpha1.Tool{Name: name, Risk: v1alpha1.Risk(risk), Effect: v1alpha1.Effect(effect)}
+	f.Fuzz(func(t *testing.T, mode, name, risk, effect, approved string, alsoListName, preview bool) {
+		tool := v1alpha1.Tool{Name: name, Risk: v1alpha1.Risk(risk), Effect: v1alpha1.Effect(effect), Preview: preview}
 		autoApprove := []string{approved}
 		if alsoListName {
 			autoApprove = append(autoApprove, name)
@@ -326,6 +437,12 @@ func FuzzEvaluate(f *testing.F) {
 		}
 		if (m == readOnly || m == plan) && tool.Effect != none && got.Verdict == Allow {
 			t.Fatalf("%s allowed a tool that is not effect None: %s", m, got.Reason)
+		}
+		if m == readOnly && tool.Preview && got.Verdict != Deny {
+			t.Fatalf("ReadOnly did not deny a preview: %s", got.Reason)
+		}
+		if Visible(m, tool) != (got.Verdict != Deny) {
+			t.Fatalf("Visible disagrees with %s: %s", got.Verdict, got.Reason)
 		}
 		known := m.Rank() >= 0 && knownRisk(tool.Risk) && knownEffect(tool.Effect)
 		if !known && got.Verdict != Deny {
