@@ -29,7 +29,21 @@ limitations under the License.
 //	// policy's calls with it.
 //	defer c.Close()
 //	out, refusal := c.Run(ctx, &chain.Call{...}, dispatch)
-//	// refusal != nil: answer with refusal.Error(); out is empty.
+//	// refusal != nil: answer with refusal.Error(); out is empty. (Compare
+//	// the *Refusal with nil before treating it as an error value.)
+//
+// Build the Registry once per gateway: the built-ins' state (rate buckets,
+// the audit writer) is shared by every Chain built from it, so replacing a
+// policy's Chain keeps its callers' buckets. The gateway's TokenReviewer
+// plugs into auth through an adapter:
+//
+//	chain.AuthenticatorFunc(func(ctx context.Context, tok string) (string, error) {
+//		id, err := reviewer.Authenticate(ctx, tok)
+//		if errors.Is(err, ErrUnauthenticated) {
+//			return "", fmt.Errorf("%w: %w", chain.ErrTokenRejected, err)
+//		}
+//		return id.Username + "/" + id.PodName, err
+//	})
 //
 // # Semantics
 //
