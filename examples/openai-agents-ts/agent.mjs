@@ -1,0 +1,71 @@
+// Copyright 2026. Licensed under the Apache License, Version 2.0.
+//
+// An agent on @openai/agents (npm), unmodified but for where it meets the
+// gateway (gateway.mjs): its model is the gateway's Chat Completions door,
+// its tools are the gateway's MCP door. It runs the run's goal to a final
+// answer and prints it.
+//
+// A refused tool call (permission denied in this mode, approval denied or
+// expired, grant exhausted, an Unknown outcome, invalid arguments) comes back
+// as an MCP result with isError: true; @openai/agents hands its text to the
+// model as the tool's output and the run goes on. A refused model call (429
+// grant_exhausted / finalize_only / reserve_exhausted, 409 run_terminated, ...)
+// ends the run: the agent prints the gateway's error and exits 2.
+// @ts-check
+import OpenAI from 'openai';
+import {
+  Agent, MaxTurnsExceededError, OpenAIChatCompletionsModel, run,
+  setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled,
+} from '@openai/agents';
+import { gatewayMcpServer, openaiClient, runGoal } from './gateway.mjs';
+
+// No internet: nothing to export traces to. And the gateway serves Chat Completions only.
+setTracingDisabled(true);
+setOpenAIAPI('chat_completions');
+const client = openaiClient();
+setDefaultOpenAIClient(client);
+
+const modelName = process.env.AGENTRUN_MODEL || 'scripted';
+const maxTurns = Number(process.env.AGENTRUN_MAX_TURNS || 20);
+
+/** @param {string} line @param {number} code @returns {never} */
+function die(line, code) {
+  console.error(line);
+  process.exit(code);
+}
+
+const goal = await runGoal().catch((e) => die(`agent: cannot read the goal: ${e.message}`, 1));
+const tools = gatewayMcpServer();
+await tools.connect().catch((e) => die(`agent: cannot reach the gateway's MCP door: ${e.message}`, 1));
+
+const agent = new Agent({
+  name: 'agentrun research agent',
+  instructions:
+    'You are a careful research agent. Use the tools you are given to research the goal, keep notes, ' +
+    'and publish your findings. If a tool reports an error, read why and carry on without it. ' +
+    'End with a short final answer.',
+  model: new OpenAIChatCompletionsModel(client, modelName),
+  mcpServers: [tools],
+});
+
+let code = 0;
+try {
+  console.log(`agent: goal ${JSON.stringify(goal)}, model ${modelName}, max ${maxTurns} turns`);
+  const result = await run(agent, goal, { maxTurns });
+  console.log(result.finalOutput ?? '');
+} catch (e) {
+  if (e instanceof OpenAI.APIError) {
+    // The gateway's refusal, OpenAI-shaped: {"error": {"type", "code", "message", "param"}}.
+    console.error(`agent: the gateway refused a model call: HTTP ${e.status} ${e.code ?? ''}: ${e.message}`);
+    code = 2;
+  } else if (e instanceof MaxTurnsExceededError) {
+    console.error(`agent: no final answer within ${maxTurns} turns`);
+    code = 3;
+  } else {
+    console.error(`agent: ${e instanceof Error ? e.stack : e}`);
+    code = 1;
+  }
+} finally {
+  await tools.close().catch(() => {});
+}
+process.exit(code);

@@ -1,0 +1,194 @@
+// Copyright 2026. Licensed under the Apache License, Version 2.0.
+//
+// A stand-in for agentrun-gateway's two doors on one loopback port, for the
+// agent's offline tests:
+//   POST /v1/chat/completions  a scripted Chat Completions endpoint (plain node:http):
+//                              first a turn of tool calls, then a final answer
+//                              that quotes every tool result it was given
+//   POST /mcp                  a stateless streamable-HTTP MCP server built with
+//                              @modelcontextprotocol/sdk (server side), whose tools
+//                              have the catalogue's dotted names; GET/DELETE → 405
+//   GET  /agentrun/v1/self     {"goal": ...}
+// over HTTP, or HTTPS with a given key and certificate.
+// Every request must carry `Authorization: Bearer <the token file's contents>`
+// (checked against the file as it is when the request arrives; else 401); the
+// stub records what it saw for the tests.
+// @ts-check
+import http from 'node:http';
+import https from 'node:https';
+import { readFileSync } from 'node:fs';
+import { Server } from '@modelcontextprotocol/sdk/server/index.js';
+import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
+import { CallToolRequestSchema, ListToolsRequestSchema } from '@modelcontextprotocol/sdk/types.js';
+
+/** The catalogue's tools, as the gateway's MCP door lists them. */
+export const catalogue = [
+  {
+    name: 'notes.write',
+    description: "Append to the run's working notes.",
+    inputSchema: { type: 'object', properties: { text: { type: 'string' } }, required: ['text'] },
+  },
+  {
+    name: 'report.publish',
+    description: 'Publish a section of the report.',
+    inputSchema: {
+      type: 'object',
+      properties: { section: { type: 'string' }, content: { type: 'string' } },
+      required: ['section', 'content'],
+    },
+  },
+  {
+    name: 'http.get',
+    description: 'Fetch a page from an allow-listed host.',
+    inputSchema: { type: 'object', properties: { url: { type: 'string' } }, required: ['url'] },
+  },
+];
+
+/** What the model door's 429 refusal looks like. */
+export const grantExhausted = {
+  error: {
+    type: 'rate_limit_error',
+    code: 'grant_exhausted',
+    param: null,
+    message: 'working budget exhausted at 4/4 model requests of this attempt; the operator finalizes the run from its reserve or ends it',
+  },
+};
+
+/** @param {string} name */
+const functionName = (name) => name.replace(/[^a-zA-Z0-9_-]/g, '_');
+
+/**
+ * @param {object} o
+ * @param {string} o.tokenFile
+ * @param {'tools' | 'refuse'} [o.script] tools: a turn of three tool calls, then an answer; refuse: 429 grant_exhausted
+ * @param {number} [o.httpGetDelayMs] how long http.get takes (an approval wait, say)
+ * @param {() => void} [o.afterFirstModelCall] e.g. rotate the token
+ * @param {{key: string, cert: string}} [o.tls] serve HTTPS with this key and certificate
+ */
+export async function startStubGateway({ tokenFile, script = 'tools', httpGetDelayMs = 0, afterFirstModelCall, tls }) {
+  const seen = {
+    /** @type {{method: string, path: string, authorized: boolean, token: string}[]} */ requests: [],
+    /** @type {any[]} chat completions request bodies */ modelRequests: [],
+    /** @type {string[]} MCP JSON-RPC methods, in order */ mcpMethods: [],
+    /** @type {{name: string, arguments: any}[]} */ toolCalls: [],
+  };
+
+  /** @param {http.IncomingMessage} req */
+  const readBody = async (req) => {
+    let s = '';
+    for await (const chunk of req) s += chunk;
+    return s ? JSON.parse(s) : undefined;
+  };
+  /** @param {http.ServerResponse} res @param {number} status @param {any} body @param {Record<string, string>} [headers] */
+  const json = (res, status, body, headers = {}) => {
+    res.writeHead(status, { 'content-type': 'application/json', ...headers });
+    res.end(JSON.stringify(body));
+  };
+
+  const mcpServer = () => {
+    const server = new Server({ name: 'stub-agentrun-gateway', version: '0.0.0' }, { capabilities: { tools: {} } });
+    server.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: catalogue }));
+    server.setRequestHandler(CallToolRequestSchema, async (req) => {
+      const { name, arguments: args } = req.params;
+      seen.toolCalls.push({ name, arguments: args });
+      switch (name) {
+        case 'notes.write':
+          return { content: [{ type: 'text', text: `noted: ${args?.text}` }] };
+        case 'report.publish':
+          // A refusal: the gateway's answer to a call it will not dispatch.
+          return {
+            isError: true,
+            content: [{ type: 'text', text: 'approval_denied: the approver said Deny for "report.publish-3f9a0c1d2e4b5a69": not yet' }],
+          };
+        case 'http.get':
+          await new Promise((r) => setTimeout(r, httpGetDelayMs));
+          return { content: [{ type: 'text', text: `<html>page at ${args?.url}</html>` }] };
+        default:
+          return { isError: true, content: [{ type: 'text', text: `unknown_tool: ${name} is not in the policy's catalogue` }] };
+      }
+    });
+    return server;
+  };
+
+  /** @param {any} body */
+  const chatAnswer = (body) => {
+    const base = { id: `chatcmpl-${seen.modelRequests.length}`, object: 'chat.completion', created: 0, model: body.model };
+    const usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
+    const results = body.messages.filter((/** @type {any} */ m) => m.role === 'tool');
+    if (results.length === 0) {
+      const offered = (body.tools ?? []).map((/** @type {any} */ t) => t.function.name);
+      const pick = (/** @type {string} */ mcpName) =>
+        offered.find((/** @type {string} */ n) => n === mcpName) ?? offered.find((/** @type {string} */ n) => functionName(n) === functionName(mcpName)) ?? mcpName;
+      const calls = [
+        ['notes.write', { text: 'vector databases replicate with Raft' }],
+        ['report.publish', { section: 'Findings', content: 'Raft, mostly.' }],
+        ['http.get', { url: 'https://example.org/replication' }],
+      ];
+      return {
+        ...base, usage,
+        choices: [{
+          index: 0, finish_reason: 'tool_calls',
+          message: {
+            role: 'assistant', content: null,
+            tool_calls: calls.map(([n, a], i) => ({ id: `call_${i}`, type: 'function', function: { name: pick(/** @type {string} */ (n)), arguments: JSON.stringify(a) } })),
+          },
+        }],
+      };
+    }
+    const quoted = results.map((/** @type {any} */ m) => `[${m.tool_call_id}] ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`).join('\n');
+    return {
+      ...base, usage,
+      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: `FINAL ANSWER\n${quoted}` } }],
+    };
+  };
+
+  /** @type {http.RequestListener} */
+  const handler = async (req, res) => {
+    try {
+      const path = new URL(req.url ?? '/', 'http://stub').pathname;
+      const token = readFileSync(tokenFile, 'utf8').trim();
+      const got = (req.headers.authorization ?? '').replace(/^Bearer /, '');
+      const authorized = got === token;
+      seen.requests.push({ method: req.method ?? '', path, authorized, token: got });
+      if (!authorized) {
+        return json(res, 401, { error: { type: 'authentication_error', code: 'invalid_token', message: 'no token, or not one for audience agentrun-gateway', param: null } }, { 'x-should-retry': 'false' });
+      }
+      if (path === '/mcp') {
+        if (req.method !== 'POST') {
+          res.writeHead(405, { allow: 'POST' }).end();
+          return;
+        }
+        const body = await readBody(req);
+        for (const m of [body].flat()) seen.mcpMethods.push(m.method ?? 'response');
+        // Stateless: a fresh server and transport for every POST.
+        const s = mcpServer();
+        const transport = new StreamableHTTPServerTransport({ sessionIdGenerator: undefined, enableJsonResponse: true });
+        res.on('close', () => { transport.close(); s.close(); });
+        await s.connect(transport);
+        await transport.handleRequest(req, res, body);
+        return;
+      }
+      if (path === '/agentrun/v1/self' && req.method === 'GET') {
+        return json(res, 200, { run: 'stub-run', goal: 'Compare the replication models of open-source vector databases.' });
+      }
+      if (path === '/v1/chat/completions' && req.method === 'POST') {
+        const body = await readBody(req);
+        seen.modelRequests.push(body);
+        if (seen.modelRequests.length === 1) afterFirstModelCall?.();
+        if (script === 'refuse') return json(res, 429, grantExhausted, { 'x-should-retry': 'false' });
+        return json(res, 200, chatAnswer(body));
+      }
+      json(res, 404, { error: { type: 'not_found_error', code: 'not_found', message: `no route ${req.method} ${path}`, param: null } });
+    } catch (e) {
+      if (!res.headersSent) json(res, 500, { error: { type: 'server_error', code: 'stub', message: String(e), param: null } });
+    }
+  };
+  const server = tls ? https.createServer(tls, handler) : http.createServer(handler);
+  await new Promise((r) => server.listen(0, '127.0.0.1', () => r(undefined)));
+  const addr = /** @type {import('node:net').AddressInfo} */ (server.address());
+  return {
+    url: `${tls ? 'https' : 'http'}://127.0.0.1:${addr.port}`,
+    seen,
+    close: () => new Promise((r) => { server.closeAllConnections(); server.close(() => r(undefined)); }),
+  };
+}
