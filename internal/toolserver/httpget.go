@@ -179,9 +179,12 @@ func (g *httpGet) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	resp, err := g.client.Do(hreq)
 	if err != nil {
 		var nerr net.Error
+		if uerr, ok := errors.AsType[*url.Error](err); ok {
+			err = uerr.Err // its text repeats the method and the URL
+		}
 		switch {
 		case errors.Is(err, errNotAllowed):
-			return errorResult("http.get: GET %s: %v; %s", u, errors.Unwrap(err), g.rules()), nil
+			return errorResult("http.get: GET %s: %v; %s", u, err, g.rules()), nil
 		case errors.As(err, &nerr) && nerr.Timeout():
 			return errorResult("http.get: GET %s timed out: %v", u, err), nil
 		default:
