@@ -64,6 +64,8 @@ type options struct {
 	providerURL  string
 	providerKey  string
 	providerName string
+	toolsHosts   imageFlags
+	toolsFake    string
 }
 
 func main() {
@@ -90,6 +92,11 @@ func main() {
 	flag.StringVar(&o.providerKey, "provider-key-file", "",
 		"file holding the provider's API key (kept in a Secret only the gateway reads)")
 	flag.StringVar(&o.providerName, "provider-model", "gpt-4o-mini", "the provider's model id behind model \"real\"")
+	flag.Var(&o.toolsHosts, "tools-allow-host",
+		"a host the tool server's http.get may fetch (repeatable; default the samples' hosts: "+
+			strings.Join(stack.SampleToolHosts, ", ")+")")
+	flag.StringVar(&o.toolsFake, "tools-fake-config", "",
+		"also serve these scripted tools from the tool server (toolserver.FakeConfig, docs/tools.md)")
 	flag.Parse()
 
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
@@ -132,6 +139,7 @@ func run(ctx context.Context, o options) int {
 	operatorBin := filepath.Join(dir, "manager")
 	gatewayBin := filepath.Join(dir, "gateway")
 	agentBin := filepath.Join(dir, "research-agent")
+	toolsBin := filepath.Join(dir, "agentrun-tools")
 	if !o.noBuild {
 		if err := stack.GoBuild(ctx, root, "./cmd", operatorBin, os.Stdout); err != nil {
 			return fail(err)
@@ -141,6 +149,18 @@ func run(ctx context.Context, o options) int {
 		}
 		agentPkg := "./cmd/research-agent"
 		if err := stack.GoBuild(ctx, root, agentPkg, agentBin, os.Stdout); err != nil {
+			return fail(err)
+		}
+		if err := stack.GoBuild(ctx, root, "./cmd/agentrun-tools", toolsBin, os.Stdout); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := os.Stat(toolsBin); err != nil {
+		say("note: no %s (--no-build?), so the stack runs no tool server", rel(root, toolsBin))
+		toolsBin = ""
+	}
+	if o.toolsFake != "" {
+		if o.toolsFake, err = filepath.Abs(o.toolsFake); err != nil {
 			return fail(err)
 		}
 	}
@@ -162,6 +182,9 @@ func run(ctx context.Context, o options) int {
 		Images:                images,
 		Out:                   os.Stdout,
 		DisableLeaderElection: o.noLeaderElec,
+		ToolsBinary:           toolsBin,
+		ToolsAllowHosts:       o.toolsHosts,
+		ToolsFakeConfig:       o.toolsFake,
 	})
 	if err != nil {
 		if errors.Is(ctx.Err(), context.Canceled) {
@@ -171,7 +194,7 @@ func run(ctx context.Context, o options) int {
 		return fail(err)
 	}
 	defer func() {
-		say("==> tearing down: operator, agent processes, local node, kube-apiserver, etcd")
+		say("==> tearing down: operator, gateway, tool server, agent processes, local node, kube-apiserver, etcd")
 		s.Stop()
 		say("    done; nothing left running")
 	}()
@@ -189,7 +212,14 @@ func run(ctx context.Context, o options) int {
 	say("Gateway: %s (the agents' only door: %s/v1 for models, %s/agentrun/v1/self for facts; CA %s)",
 		s.GatewayURL, s.GatewayURL, s.GatewayURL, rel(root, s.GatewayCAFile))
 	say("Scripted upstream (the samples' model provider): %s", s.UpstreamURL)
-	say("Logs: %s/logs/{operator,gateway,local-node,kube-apiserver,etcd}.log   metrics: %s, %s",
+	if s.ToolsURL != "" {
+		say("Tool server (MCP, for a RuntimePolicy's spec.toolServers[].url; ${AGENTRUN_DEV_TOOLS} in --samples): %s",
+			s.ToolsURL)
+	}
+	if s.ToolsCallsURL != "" {
+		say("    its scripted tools' calls: curl %s", s.ToolsCallsURL)
+	}
+	say("Logs: %s/logs/{operator,gateway,tools,local-node,kube-apiserver,etcd}.log   metrics: %s, %s",
 		relDir, s.MetricsURL, s.GatewayMetricsURL)
 	say("Images: %s", images)
 	say("")
@@ -199,7 +229,10 @@ func run(ctx context.Context, o options) int {
 		<-ctx.Done()
 		return 0
 	}
-	samples, err := loadSamples(o.samplesDir, map[string]string{"AGENTRUN_DEV_UPSTREAM": s.UpstreamURL})
+	samples, err := loadSamples(o.samplesDir, map[string]string{
+		"AGENTRUN_DEV_UPSTREAM": s.UpstreamURL,
+		"AGENTRUN_DEV_TOOLS":    s.ToolsURL,
+	})
 	if err != nil {
 		return fail(err)
 	}

@@ -17,7 +17,8 @@ limitations under the License.
 // Package stack is agentrun's embedded local stack: etcd and kube-apiserver
 // (envtest's control plane, on loopback), the CRDs, RBAC, admission policies
 // and webhook configurations from config/, the operator binary as its own
-// process under its own identity, and a local node (internal/devstack/node) that
+// process under its own identity, the gateway and the reference tool server
+// (cmd/agentrun-tools) as processes of their own, and a local node (internal/devstack/node) that
 // runs attempt pods as processes. cmd/agentrun-dev (make dev) and test/e2e
 // both start it.
 package stack
@@ -108,6 +109,19 @@ type Options struct {
 	GatewayArgs []string
 	// UpstreamLatency is the scripted upstream's fixed latency.
 	UpstreamLatency time.Duration
+	// ToolsBinary is the built reference tool server (go build
+	// ./cmd/agentrun-tools); empty runs none.
+	ToolsBinary string
+	// ToolsAllowHosts are the hosts its http.get may fetch (default
+	// SampleToolHosts).
+	ToolsAllowHosts []string
+	// ToolsFakeConfig, when set, is a --fake-config file: the server also
+	// serves its scripted tools and records their calls (ToolsCallsURL).
+	ToolsFakeConfig string
+	// ToolsTokenFile, when set, holds the bearer token the server requires.
+	ToolsTokenFile string
+	// ToolsArgs are appended to the tool server's flags.
+	ToolsArgs []string
 }
 
 // Stack is a running local stack.
@@ -129,7 +143,8 @@ type Stack struct {
 	MetricsURL string
 	// LeaderElection says whether the operator runs with --leader-elect.
 	LeaderElection bool
-	// LogDir holds kube-apiserver.log, etcd.log, operator.log, gateway.log, local-node.log.
+	// LogDir holds kube-apiserver.log, etcd.log, operator.log, gateway.log,
+	// tools.log, local-node.log.
 	LogDir string
 
 	// Gateway is the agentrun-gateway process; GatewayURL where attempt
@@ -142,6 +157,13 @@ type Stack struct {
 	// the samples' models point at; UpstreamURL its base URL (…/v1).
 	Upstream    *upstream.Server
 	UpstreamURL string
+	// Tools is the agentrun-tools process (nil without
+	// Options.ToolsBinary); ToolsURL its MCP endpoint (http://…/mcp), what
+	// a RuntimePolicy's spec.toolServers[].url names; ToolsCallsURL the
+	// fake's GET /calls (only with Options.ToolsFakeConfig).
+	Tools         *Operator
+	ToolsURL      string
+	ToolsCallsURL string
 
 	closers []io.Closer
 }
@@ -276,8 +298,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 		return nil, fmt.Errorf("starting the local node: %w", err)
 	}
 
-	// 4. The scripted upstream and the gateway under its own identity.
+	// 4. The scripted upstream, the tool server, and the gateway under its
+	// own identity.
 	if err := s.startUpstream(); err != nil {
+		return nil, err
+	}
+	if err := s.startTools(ctx); err != nil {
 		return nil, err
 	}
 	if err := s.startGateway(ctx); err != nil {
@@ -666,8 +692,8 @@ func binaryFlags(ctx context.Context, bin string) (map[string]bool, error) {
 	return flags, nil
 }
 
-// Stop tears everything down: the operator, every pod process, the local
-// node, kube-apiserver and etcd. It is safe to call more than once.
+// Stop tears everything down: the operator, the gateway, the tool server,
+// every pod process, the local node, kube-apiserver and etcd. It is safe to call more than once.
 func (s *Stack) Stop() {
 	// The operator and the pod processes stop side by side; the control
 	// plane goes last.
@@ -677,6 +703,9 @@ func (s *Stack) Stop() {
 	}
 	if s.Gateway != nil {
 		wg.Go(func() { s.Gateway.Stop(10 * time.Second) })
+	}
+	if s.Tools != nil {
+		wg.Go(func() { s.Tools.Stop(15 * time.Second) })
 	}
 	if s.Node != nil {
 		wg.Go(s.Node.Stop)
