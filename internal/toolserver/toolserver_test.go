@@ -50,7 +50,7 @@ func (t headers) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // serve starts s on httptest and returns its base URL.
-func serve(t *testing.T, opts Options) string {
+func serve(t testing.TB, opts Options) string {
 	t.Helper()
 	s, err := New(opts)
 	if err != nil {
@@ -67,13 +67,13 @@ func serve(t *testing.T, opts Options) string {
 }
 
 // connect returns a go-sdk client session on base/mcp sending hdr.
-func connect(t *testing.T, base string, hdr http.Header) (*mcp.ClientSession, error) {
+func connect(t testing.TB, base string, hdr http.Header) (*mcp.ClientSession, error) {
 	t.Helper()
 	return connectVersion(t, base, hdr, "")
 }
 
 // connectVersion is connect asking for a protocol version ("" the newest).
-func connectVersion(t *testing.T, base string, hdr http.Header, version string) (*mcp.ClientSession, error) {
+func connectVersion(t testing.TB, base string, hdr http.Header, version string) (*mcp.ClientSession, error) {
 	t.Helper()
 	client := mcp.NewClient(&mcp.Implementation{Name: "toolserver-test", Version: "v0"}, nil)
 	transport := &mcp.StreamableClientTransport{
@@ -92,7 +92,7 @@ func connectVersion(t *testing.T, base string, hdr http.Header, version string) 
 	return cs, nil
 }
 
-func mustConnect(t *testing.T, base string, hdr http.Header) *mcp.ClientSession {
+func mustConnect(t testing.TB, base string, hdr http.Header) *mcp.ClientSession {
 	t.Helper()
 	cs, err := connect(t, base, hdr)
 	if err != nil {
