@@ -120,13 +120,24 @@ func (f *facts) approveCommand(actionID string) string {
 		f.in.Name, actionID)
 }
 
-// describeRequest says what a call is: its tool and risk.
+// describeRequest says what a call is: its tool and risk, as far as known.
 func describeRequest(r v1alpha1.ApprovalRequest) string {
-	s := "tool " + r.Tool
-	if r.Risk != "" {
-		s += ", risk " + string(r.Risk)
+	var parts []string
+	if r.Tool != "" {
+		parts = append(parts, "tool "+r.Tool)
 	}
-	return s
+	if r.Risk != "" {
+		parts = append(parts, "risk "+string(r.Risk))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// described is " (what)" for a call whose tool or risk is known, else "".
+func described(r v1alpha1.ApprovalRequest) string {
+	if d := describeRequest(r); d != "" {
+		return " (" + d + ")"
+	}
+	return ""
 }
 
 // awaitingMessage is the AwaitingApproval condition's message: the actions
@@ -134,7 +145,7 @@ func describeRequest(r v1alpha1.ApprovalRequest) string {
 func (f *facts) awaitingMessage(reqs []v1alpha1.ApprovalRequest) string {
 	parts := make([]string, 0, len(reqs))
 	for _, r := range reqs {
-		parts = append(parts, fmt.Sprintf("%s (%s)", r.ActionID, describeRequest(r)))
+		parts = append(parts, r.ActionID+described(r))
 	}
 	head := fmt.Sprintf("1 call of attempt %d waits for a decision", reqs[0].Attempt)
 	if len(reqs) > 1 {
@@ -146,7 +157,7 @@ func (f *facts) awaitingMessage(reqs []v1alpha1.ApprovalRequest) string {
 
 // requestedMessage is the ApprovalRequested event's message.
 func (f *facts) requestedMessage(r v1alpha1.ApprovalRequest) string {
-	msg := fmt.Sprintf("action %s of attempt %d waits for a decision (%s)", r.ActionID, r.Attempt, describeRequest(r))
+	msg := fmt.Sprintf("action %s of attempt %d waits for a decision%s", r.ActionID, r.Attempt, described(r))
 	if r.Summary != "" {
 		msg += ": " + textutil.Truncate(r.Summary, 256)
 	}

@@ -111,6 +111,13 @@ func approvalCases() map[string]approvalCase {
 			want: approvalOutcome{Rung: rungSteady, Phase: running, Pending: []string{"a1@1"},
 				Conditions: []string{awaitingTrue, readyTrue}},
 		},
+		"a call of the agent API names only its action": {
+			in: runningAt(now, fact(1, waiting(v1alpha1.ApprovalRequest{ActionID: "report.publish-1f2e"}))),
+			want: approvalOutcome{Rung: rungSteady, Phase: running, Pending: []string{"report.publish-1f2e@1"},
+				Events: []string{evRequested}, Conditions: []string{awaitingTrue, readyTrue}},
+			condition: []string{"1 call of attempt 1 waits for a decision: report.publish-1f2e; approve with:"},
+			events:    []string{"action report.publish-1f2e of attempt 1 waits for a decision; approve with:"},
+		},
 		"a second call waits: one event, for it": {
 			in: with(runningAt(now, fact(1, waiting(a1, a2))), mirrored(1, a1)),
 			want: approvalOutcome{Rung: rungSteady, Phase: running, Pending: []string{"a1@1", "a2@1"},
