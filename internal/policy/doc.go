@@ -32,6 +32,14 @@ limitations under the License.
 // the same phase with the same priority) is rejected as well: a migration or
 // a generator that reorders the list would break it without a sound.
 //
+// The catalogue rules say who serves each tool: a built-in tool
+// (report.publish, notes.write) is served by the gateway itself and names no
+// server; any other tool that writes (effect Write or External) names the
+// spec.toolServers entry that serves it, so its calls go through the
+// gateway's MCP door; a named server must be declared; and only an
+// effect-None tool may be a preview (Plan mode calls previews). An
+// effect-None tool without a server runs in the agent's own process.
+//
 // Both functions are pure. The RuntimePolicy validating webhook calls Validate
 // and rejects on any error; the RuntimePolicy controller writes Resolve's
 // output to status.resolvedChain and Validate's verdict to the Valid condition.

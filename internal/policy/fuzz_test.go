@@ -53,6 +53,9 @@ var (
 	allEffects = []v1alpha1.Effect{v1alpha1.EffectNone, v1alpha1.EffectWrite, v1alpha1.EffectExternal}
 )
 
+// fuzzServer is the tool server of the generated policies.
+const fuzzServer = "tools"
+
 // orderKey is what the resolved order sorts by, registration aside.
 func orderKey(ic v1alpha1.Interceptor) [2]int { return [2]int{phaseRank(ic.Phase), int(ic.Priority)} }
 
@@ -137,11 +140,18 @@ func genValid(b *byteSource) *v1alpha1.RuntimePolicySpec {
 	spec := &v1alpha1.RuntimePolicySpec{Interceptors: ics}
 	for i := range b.pick(6) {
 		tool := v1alpha1.Tool{Name: fmt.Sprintf("tool.%d", i), Risk: allRisks[b.pick(3)], Effect: allEffects[b.pick(3)]}
+		switch {
+		case tool.Effect != v1alpha1.EffectNone:
+			tool.Server = fuzzServer
+		case b.pick(2) == 0:
+			tool.Preview = true
+		}
 		spec.Tools = append(spec.Tools, tool)
 		if tool.Risk != v1alpha1.RiskHigh && b.pick(2) == 0 {
 			spec.AutoApprove = append(spec.AutoApprove, tool.Name)
 		}
 	}
+	spec.ToolServers = []v1alpha1.ToolServer{{Name: fuzzServer, URL: "https://tools.example.com/mcp"}}
 	maxRank := b.pick(5)
 	spec.MaxMode = allModes[maxRank]
 	spec.DefaultMode = allModes[b.pick(maxRank+1)]
@@ -176,7 +186,7 @@ func inject(b *byteSource, spec *v1alpha1.RuntimePolicySpec) injection {
 	}
 	ic := func(i int) string { return fmt.Sprintf("spec.interceptors[%d]", i) }
 
-	switch b.pick(8) {
+	switch b.pick(9) {
 	case 0:
 		ics[p].Class, ics[p].OnError = security, allow
 		return want("fail-open security", ic(p)+".onError", RuleSecurityFailClosed,
@@ -219,6 +229,38 @@ func inject(b *byteSource, spec *v1alpha1.RuntimePolicySpec) injection {
 		ics[p].After = append(ics[p].After, "ghost")
 		return want("unknown reference", fmt.Sprintf("%s.after[%d]", ic(p), len(ics[p].After)-1), RuleKnownReference,
 			fmt.Sprintf("interceptor %q: after names \"ghost\", which is not an interceptor of this chain", ics[p].Name))
+	case 7:
+		if len(spec.Tools) == 0 {
+			spec.Tools = append(spec.Tools, v1alpha1.Tool{Name: "tool.x", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone})
+		}
+		k := p % len(spec.Tools)
+		t := &spec.Tools[k]
+		path := fmt.Sprintf("spec.tools[%d]", k)
+		switch b.pick(4) {
+		case 0:
+			t.Effect, t.Server, t.Preview = allEffects[1+b.pick(2)], "", false
+			return want("write without a server", path+".server", RuleToolServed,
+				fmt.Sprintf("tool %q (effect %s): a Write or External tool must name the spec.toolServers entry", t.Name, t.Effect))
+		case 1:
+			t.Server = "ghost"
+			return want("unknown server", path+".server", RuleKnownServer,
+				fmt.Sprintf("tool %q: server \"ghost\" is not an entry of spec.toolServers", t.Name))
+		case 2:
+			t.Effect, t.Preview = allEffects[1+b.pick(2)], true
+			t.Server = fuzzServer
+			return want("preview that writes", path+".preview", RulePreviewEffectNone,
+				fmt.Sprintf("tool %q (effect %s): only an effect-None tool can be a preview", t.Name, t.Effect))
+		default:
+			t.Name, t.Server = v1alpha1.BuiltinToolNotesWrite, fuzzServer
+			for i := range spec.Tools {
+				if i != k && spec.Tools[i].Name == t.Name {
+					spec.Tools[i].Name = fmt.Sprintf("tool.r%d", i)
+				}
+			}
+			spec.AutoApprove = slices.DeleteFunc(spec.AutoApprove, func(n string) bool { return n == t.Name })
+			return want("built-in with a server", path+".server", RuleBuiltinNoServer,
+				fmt.Sprintf("tool %q is built into the gateway", t.Name))
+		}
 	case 6:
 		if spec.MaxMode == v1alpha1.ModeFull {
 			spec.MaxMode = v1alpha1.ModeAuto
@@ -284,7 +326,7 @@ func checkErrors(t *testing.T, errs field.ErrorList) {
 func FuzzValidate(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte{4, 0, 1, 2, 0, 1, 1, 0, 0, 0, 3, 2, 2, 1, 5, 1, 0, 9, 9, 2})
-	for kind := range 8 {
+	for kind := range 9 {
 		f.Add([]byte{9, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28,
 			29, 30, 31, 32, 33, 34, 35, 36, 37, 38, 39, 40, 3, byte(kind), 7, 7, 7})
 	}

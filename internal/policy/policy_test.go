@@ -399,6 +399,64 @@ func TestValidateRules(t *testing.T) {
 		"unset modes take their defaults": {
 			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.DefaultMode, s.MaxMode = "", "" },
 		},
+		"a write served by a tool server is valid": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) {
+				s.ToolServers = []v1alpha1.ToolServer{{Name: "tickets", URL: "https://tickets.example.com/mcp"}}
+				s.Tools = append(s.Tools,
+					v1alpha1.Tool{Name: "ticket.create", Risk: v1alpha1.RiskMedium, Effect: v1alpha1.EffectExternal, Server: "tickets"},
+					v1alpha1.Tool{Name: "ticket.search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tickets"},
+					v1alpha1.Tool{Name: "ticket.diff", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tickets", Preview: true})
+			},
+		},
+		"an effect-None tool without a server runs in the agent": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) {
+				s.Tools = append(s.Tools, v1alpha1.Tool{Name: "notes.diff", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Preview: true})
+			},
+		},
+		"a write without a server": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) {
+				s.Tools = append(s.Tools, v1alpha1.Tool{Name: "files.write", Risk: v1alpha1.RiskMedium, Effect: v1alpha1.EffectWrite})
+			},
+			want: []string{"spec.tools[3].server toolServed"},
+			detail: `spec.tools[3].server: Required value: tool "files.write" (effect Write): a Write or External tool must name the ` +
+				`spec.toolServers entry that serves it, so that its calls go through the gateway; only the built-in tools ` +
+				`("report.publish", "notes.write") and effect-None tools need no server`,
+		},
+		"an external call without a server": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) {
+				s.Tools = append(s.Tools, v1alpha1.Tool{Name: "mail.send", Risk: v1alpha1.RiskMedium, Effect: v1alpha1.EffectExternal})
+			},
+			want:   []string{"spec.tools[3].server toolServed"},
+			detail: `tool "mail.send" (effect External)`,
+		},
+		"a server that is not declared": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) {
+				s.ToolServers = []v1alpha1.ToolServer{{Name: "tickets", URL: "https://tickets.example.com/mcp"}}
+				s.Tools = append(s.Tools, v1alpha1.Tool{Name: "mail.send", Risk: v1alpha1.RiskMedium, Effect: v1alpha1.EffectExternal, Server: "mail"})
+			},
+			want:   []string{"spec.tools[3].server knownServer"},
+			detail: `spec.tools[3].server: Not found: "mail": tool "mail.send": server "mail" is not an entry of spec.toolServers (spec.toolServers has "tickets")`,
+		},
+		"a server when there are none": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.Tools[0].Server = "search" },
+			want:   []string{"spec.tools[0].server knownServer"},
+			detail: `server "search" is not an entry of spec.toolServers (spec.toolServers is empty)`,
+		},
+		"a built-in tool with a server": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) {
+				s.ToolServers = []v1alpha1.ToolServer{{Name: "tickets", URL: "https://tickets.example.com/mcp"}}
+				s.Tools[2].Server = "tickets"
+			},
+			want: []string{"spec.tools[2].server builtinNoServer"},
+			detail: `spec.tools[2].server: Forbidden: tool "report.publish" is built into the gateway, which serves it itself; ` +
+				`a built-in tool names no server (server "tickets")`,
+		},
+		"a preview that writes": {
+			mutate: func(s *v1alpha1.RuntimePolicySpec) { s.Tools[1].Preview = true },
+			want:   []string{"spec.tools[1].preview previewEffectNone"},
+			detail: `spec.tools[1].preview: Invalid value: true: tool "notes.write" (effect Write): only an effect-None tool can be a preview; ` +
+				`Plan mode calls previews and must never call a tool that writes`,
+		},
 		"unknown values": {
 			mutate: func(s *v1alpha1.RuntimePolicySpec) {
 				s.Interceptors[3].Class = "Telemetry"

@@ -74,6 +74,19 @@ const (
 	RuleAutoApproveNotHighRisk Rule = "autoApproveNotHighRisk"
 	// RuleModeCeiling: defaultMode is not above maxMode.
 	RuleModeCeiling Rule = "modeCeiling"
+	// RuleToolServed: a Write or External tool names the spec.toolServers
+	// entry that serves it (tools[].server), unless the gateway serves it
+	// itself (v1alpha1.IsBuiltinTool). Only an effect-None tool may run in
+	// the agent's own process.
+	RuleToolServed Rule = "toolServed"
+	// RuleKnownServer: tools[].server names an entry of spec.toolServers.
+	RuleKnownServer Rule = "knownServer"
+	// RuleBuiltinNoServer: a built-in tool names no server: the gateway
+	// serves it itself.
+	RuleBuiltinNoServer Rule = "builtinNoServer"
+	// RulePreviewEffectNone: only an effect-None tool is a preview; Plan mode
+	// calls previews, and must never call a tool that writes.
+	RulePreviewEffectNone Rule = "previewEffectNone"
 )
 
 // The API defaults of the mode fields, applied by the API server before
@@ -99,6 +112,7 @@ func Validate(spec *v1alpha1.RuntimePolicySpec) field.ErrorList {
 	}
 	errs := validateChain(spec.Interceptors, specPath.Child("interceptors"))
 	errs = append(errs, validateTools(spec.Tools, spec.AutoApprove, specPath)...)
+	errs = append(errs, validateServing(spec.Tools, spec.ToolServers, specPath)...)
 	errs = append(errs, validateModes(spec.DefaultMode, spec.MaxMode, specPath)...)
 	return errs
 }
@@ -476,6 +490,57 @@ func validateTools(tools []v1alpha1.Tool, autoApprove []string, specPath *field.
 		}
 	}
 	return errs
+}
+
+// validateServing checks who serves each tool of the catalogue: a built-in
+// tool is served by the gateway itself and names no server; any other tool
+// that writes (effect Write or External) names the spec.toolServers entry
+// that serves it, so that its call goes through the gateway's MCP door
+// (modes, approvals, the write-ahead record, the chain); a named server must
+// exist. A preview must be effect None.
+func validateServing(tools []v1alpha1.Tool, servers []v1alpha1.ToolServer, specPath *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := make([]string, 0, len(servers))
+	for _, s := range servers {
+		names = append(names, s.Name)
+	}
+	known := "spec.toolServers is empty"
+	if len(names) > 0 {
+		known = "spec.toolServers has " + quoteAll(names)
+	}
+	builtins := quoteAll([]string{v1alpha1.BuiltinToolReportPublish, v1alpha1.BuiltinToolNotesWrite})
+	for i, t := range tools {
+		p := specPath.Child("tools").Index(i)
+		switch {
+		case v1alpha1.IsBuiltinTool(t.Name) && t.Server != "":
+			errs = append(errs, field.Forbidden(p.Child("server"), fmt.Sprintf(
+				"tool %q is built into the gateway, which serves it itself; a built-in tool names no server (server %q)",
+				t.Name, t.Server)).WithOrigin(RuleBuiltinNoServer))
+		case t.Server != "" && !slices.Contains(names, t.Server):
+			errs = append(errs, withDetail(field.ErrorTypeNotFound, p.Child("server"), t.Server, RuleKnownServer,
+				"tool %q: server %q is not an entry of spec.toolServers (%s)", t.Name, t.Server, known))
+		case t.Server == "" && !v1alpha1.IsBuiltinTool(t.Name) && (t.Effect == v1alpha1.EffectWrite || t.Effect == v1alpha1.EffectExternal):
+			errs = append(errs, field.Required(p.Child("server"), fmt.Sprintf(
+				"tool %q (effect %s): a Write or External tool must name the spec.toolServers entry that serves it, "+
+					"so that its calls go through the gateway; only the built-in tools (%s) and effect-None tools need no server",
+				t.Name, t.Effect, builtins)).WithOrigin(RuleToolServed))
+		}
+		if t.Preview && t.Effect != v1alpha1.EffectNone {
+			errs = append(errs, field.Invalid(p.Child("preview"), true, fmt.Sprintf(
+				"tool %q (effect %s): only an effect-None tool can be a preview; Plan mode calls previews and must never call a tool that writes",
+				t.Name, t.Effect)).WithOrigin(RulePreviewEffectNone))
+		}
+	}
+	return errs
+}
+
+// quoteAll lists names quoted, comma-separated.
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = fmt.Sprintf("%q", n)
+	}
+	return strings.Join(q, ", ")
 }
 
 func validateModes(defaultMode, maxMode v1alpha1.PermissionMode, specPath *field.Path) field.ErrorList {

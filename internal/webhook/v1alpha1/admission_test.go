@@ -18,6 +18,8 @@ package v1alpha1
 
 import (
 	"fmt"
+	"sync"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
@@ -156,7 +158,32 @@ var _ = Describe("RuntimePolicy admission", func() {
 			"spec.interceptors[1].requires[0]", `"authn"`),
 		Entry("High-risk tool in autoApprove", func(s *v1.RuntimePolicySpec) { s.AutoApprove = append(s.AutoApprove, "report.publish") },
 			"spec.autoApprove[1]", "High risk"),
+		Entry("a write that no tool server serves", func(s *v1.RuntimePolicySpec) {
+			s.Tools = append(s.Tools, v1.Tool{Name: "files.write", Risk: v1.RiskMedium, Effect: v1.EffectWrite})
+		}, "spec.tools[3].server", `tool "files.write" (effect Write)`, "must name the spec.toolServers entry that serves it"),
+		Entry("a server that is not declared", func(s *v1.RuntimePolicySpec) {
+			s.ToolServers = []v1.ToolServer{{Name: "tickets", URL: "https://tickets.example.com/mcp"}}
+			s.Tools = append(s.Tools, v1.Tool{Name: "mail.send", Risk: v1.RiskMedium, Effect: v1.EffectExternal, Server: "mail"})
+		}, "spec.tools[3].server", `server "mail" is not an entry of spec.toolServers`),
+		Entry("a built-in tool with a server", func(s *v1.RuntimePolicySpec) {
+			s.ToolServers = []v1.ToolServer{{Name: "tickets", URL: "https://tickets.example.com/mcp"}}
+			s.Tools[2].Server = "tickets"
+		}, "spec.tools[2].server", `tool "report.publish" is built into the gateway`),
+		Entry("a preview that writes", func(s *v1.RuntimePolicySpec) { s.Tools[1].Preview = true },
+			"spec.tools[1].preview", "only an effect-None tool can be a preview"),
+		Entry("two tool servers of one name", func(s *v1.RuntimePolicySpec) {
+			s.ToolServers = []v1.ToolServer{{Name: "tickets", URL: "https://a.example.com/mcp"}, {Name: "tickets", URL: "https://b.example.com/mcp"}}
+		}, "spec.toolServers[1]", "Duplicate value"),
 	)
+
+	It("accepts tools served by declared tool servers", func() {
+		p := minimalPolicy(newNamespace())
+		p.Spec.ToolServers = []v1.ToolServer{{Name: "tickets", Service: &v1.ServiceReference{Name: "tickets"}}}
+		p.Spec.Tools = append(p.Spec.Tools,
+			v1.Tool{Name: "ticket.create", Risk: v1.RiskMedium, Effect: v1.EffectExternal, Server: "tickets"},
+			v1.Tool{Name: "ticket.diff", Risk: v1.RiskLow, Effect: v1.EffectNone, Server: "tickets", Preview: true})
+		Expect(admin.Create(ctx, p)).To(Succeed())
+	})
 
 	It("resolves equal priorities by registration order, deterministically", func() {
 		ns := newNamespace()
@@ -267,6 +294,78 @@ spec:
 		Expect(alice.Patch(ctx, fresh, client.RawPatch(types.JSONPatchType, appendOne))).To(Succeed())
 		Expect(admin.Get(ctx, client.ObjectKeyFromObject(fresh), got)).To(Succeed())
 		Expect(got.Spec.Approvals).To(ConsistOf(HaveField("Approver", "alice")))
+	})
+})
+
+// warningRecorder keeps the admission warnings a client was sent.
+type warningRecorder struct {
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *warningRecorder) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, text)
+}
+
+func (w *warningRecorder) take() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := w.seen
+	w.seen = nil
+	return out
+}
+
+var _ = Describe("Approval admission", func() {
+	It("admits a decision that changes nothing, with a warning saying so", func() {
+		ns := setup()
+		run := newRun(ns, "gated")
+		Expect(admin.Create(ctx, run)).To(Succeed())
+
+		By("the gateway lists a call that waits, and the operator mirrors it on the run")
+		gatewayCfg, err := testEnv.AddUser(envtestUser(gatewayUser), adminConfig)
+		Expect(err).NotTo(HaveOccurred())
+		gateway, err := client.New(gatewayCfg.Config(), client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error {
+			ra := &v1.RunAttempt{}
+			if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "gated-1"}, ra); err != nil {
+				return err
+			}
+			now := metav1.NewTime(time.Now().Truncate(time.Second))
+			expires := metav1.NewTime(now.Add(15 * time.Minute))
+			ra.Status.AwaitingApproval = []v1.ApprovalRequest{{ActionID: "a1", Tool: "report.publish", Risk: v1.RiskHigh,
+				RequestedAt: &now, ExpiresAt: &expires}}
+			return gateway.Status().Update(ctx, ra)
+		}, timeout, interval).Should(Succeed())
+		Eventually(func() []v1.ApprovalRequest { return runOf(ns, "gated").Status.PendingApprovals }, timeout, interval).Should(
+			ConsistOf(HaveField("ActionID", "a1")))
+
+		warnings := &warningRecorder{}
+		cfg := rest.CopyConfig(adminConfig)
+		cfg.Impersonate = rest.ImpersonationConfig{UserName: "alice", Groups: []string{"system:masters", "system:authenticated"}}
+		cfg.WarningHandler = warnings
+		alice, err := client.New(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		appendOne := func(id string) {
+			GinkgoHelper()
+			patch := []byte(fmt.Sprintf(`[{"op":"add","path":"/spec/approvals/-","value":{"actionID":%q,"decision":"Approve"}}]`, id))
+			Expect(alice.Patch(ctx, run, client.RawPatch(types.JSONPatchType, patch))).To(Succeed())
+		}
+
+		By("a decision for the waiting call: admitted, stamped, no warning")
+		appendOne("a1")
+		Expect(warnings.take()).To(BeEmpty())
+
+		By("a decision for a call nothing waits on: admitted, stamped, with a warning")
+		appendOne("zz")
+		Expect(warnings.take()).To(ConsistOf(
+			"approval of zz changes nothing: no call of this run waits on it (already dispatched, refused or expired)"))
+		got := runOf(ns, "gated")
+		Expect(got.Spec.Approvals).To(HaveExactElements(
+			And(HaveField("ActionID", "a1"), HaveField("Approver", "alice"), HaveField("Time", Not(BeNil()))),
+			And(HaveField("ActionID", "zz"), HaveField("Approver", "alice"), HaveField("Time", Not(BeNil())))))
 	})
 })
 

@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	"gomodules.xyz/jsonpatch/v2"
@@ -149,8 +150,11 @@ func (v *ResearchRunValidator) ValidateCreate(ctx context.Context, obj *v1alpha1
 	return nil, invalid("ResearchRun", obj.Name, errs)
 }
 
-// ValidateUpdate keeps the pod template immutable (by meaning, not bytes) and
-// checks that stop and approvals only move forward (also enforced by CEL).
+// ValidateUpdate keeps the pod template immutable (by meaning, not bytes)
+// (stop and approvals only move forward: CEL enforces it). A new approval
+// for an action no call of the run waits on (not in status.pendingApprovals)
+// is admitted — approvals are append-only, and the latest decision before
+// dispatch wins — with a warning that it changes nothing.
 func (v *ResearchRunValidator) ValidateUpdate(ctx context.Context, oldObj, obj *v1alpha1.ResearchRun) (admission.Warnings, error) {
 	var errs field.ErrorList
 	if !equality.Semantic.DeepEqual(oldObj.Spec.Template, obj.Spec.Template) {
@@ -158,7 +162,21 @@ func (v *ResearchRunValidator) ValidateUpdate(ctx context.Context, oldObj, obj *
 	} else if !bytes.Equal(templateRaw(ctx, true), templateRaw(ctx, false)) {
 		errs = append(errs, strictTemplate(ctx)...)
 	}
-	return nil, invalid("ResearchRun", obj.Name, errs)
+	return lateApprovals(oldObj, obj), invalid("ResearchRun", obj.Name, errs)
+}
+
+// lateApprovals warns of each approval the update appends whose action is
+// not pending on the run (status.pendingApprovals, as stored).
+func lateApprovals(oldObj, obj *v1alpha1.ResearchRun) admission.Warnings {
+	var warnings admission.Warnings
+	for _, a := range obj.Spec.Approvals[min(len(oldObj.Spec.Approvals), len(obj.Spec.Approvals)):] {
+		if slices.ContainsFunc(oldObj.Status.PendingApprovals, func(r v1alpha1.ApprovalRequest) bool { return r.ActionID == a.ActionID }) {
+			continue
+		}
+		warnings = append(warnings, fmt.Sprintf(
+			"approval of %s changes nothing: no call of this run waits on it (already dispatched, refused or expired)", a.ActionID))
+	}
+	return warnings
 }
 
 // ValidateDelete allows deletion.
