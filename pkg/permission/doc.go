@@ -29,15 +29,15 @@ limitations under the License.
 // write would do, a dry run or a diff, without doing it), and whether the
 // policy's autoApprove list names the tool:
 //
-//	mode      effect None     preview (effect None)  effect Write / External      High risk
-//	--------  --------------  ---------------------  ---------------------------  ----------------------------------------
-//	ReadOnly  Allow           Deny                   Deny                         Confirm if effect None and no preview,
-//	                                                                              else Deny
-//	Plan      Allow           Allow                  Deny                         Confirm if effect None, else Deny
-//	Edit      Allow           Allow                  Confirm                      Confirm
-//	Auto      Allow           Allow                  Allow if in autoApprove,     Confirm (even if in autoApprove)
-//	                                                 else Confirm
-//	Full      Allow           Allow                  Allow                        Confirm
+//	mode      effect None  preview (effect None)  effect Write / External   High risk
+//	--------  -----------  ---------------------  ------------------------  ------------------------------------
+//	ReadOnly  Allow        Deny                   Deny                      Confirm if effect None and no
+//	                                                                        preview, else Deny
+//	Plan      Allow        Allow                  Deny                      Confirm if effect None, else Deny
+//	Edit      Allow        Allow                  Confirm                   Confirm
+//	Auto      Allow        Allow                  Allow if in autoApprove,  Confirm (even if in autoApprove)
+//	                                              else Confirm
+//	Full      Allow        Allow                  Allow                     Confirm
 //
 // The rules, in the order Evaluate applies them:
 //
