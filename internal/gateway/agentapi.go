@@ -279,7 +279,31 @@ func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper
 		writeError(w, e)
 		return
 	}
-	call, e := k.admitTool(r.Context(), req)
+	if len(req.Context) > 1024 {
+		writeError(w, errInvalid("context", "context is at most 1024 characters"))
+		return
+	}
+	k.mu.Lock()
+	served := slices.ContainsFunc(k.obj.Spec.Policy.Tools, func(t v1alpha1.Tool) bool { return t.Name == req.Tool && t.Server != "" })
+	k.mu.Unlock()
+	if served {
+		e := newError(http.StatusBadRequest, gatewayapi.TypeInvalidRequest, gatewayapi.CodeUseToolDoor,
+			fmt.Sprintf("tool %q is served by a tool server: call it through the gateway's MCP door at %s, which dispatches it",
+				req.Tool, gatewayapi.MCPPath))
+		writeError(w, e)
+		return
+	}
+	canon, e := canonicalArgs(req.Arguments)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	var args map[string]any
+	_ = json.Unmarshal(canon, &args)
+	call, _, e := k.admitCall(r.Context(), callRequest{
+		tool: req.Tool, canon: canon, context: req.Context, summary: summarize(args),
+		wait: time.Duration(req.WaitSeconds) * time.Second,
+	})
 	if e != nil {
 		k.refusal(e, "tool/"+req.Tool)
 		writeError(w, e)
@@ -318,32 +342,41 @@ func canonicalArgs(raw json.RawMessage) ([]byte, *apiError) {
 	return canon, nil
 }
 
-// maxApprovalWait bounds how long one tool call report waits for an approval.
+// maxApprovalWait bounds how long one agent API tool call report waits for
+// an approval (the MCP door waits until the request expires).
 const maxApprovalWait = 5 * time.Minute
 
-// admitTool applies, in order: the phase, the catalogue, Finalizing (only
-// the publication tool), the grant, the permission matrix (waiting for an
-// approval when it says Confirm, then checking again), and counts the call;
-// for a side effect it persists the write-ahead record before answering.
-func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) (*gatewayapi.ToolCall, *apiError) {
-	if req.Tool == "" {
-		return nil, errInvalid("tool", "tool is required")
+// callRequest is a tool call to admit.
+type callRequest struct {
+	tool    string
+	canon   []byte // canonical JSON arguments
+	context string // the fingerprint's context
+	summary string // redacted arguments, for an approval request
+	// wait bounds this request's wait for a decision (agent API; default
+	// 1m, at most maxApprovalWait); untilExpiry waits until the approval
+	// request expires (the MCP door).
+	wait        time.Duration
+	untilExpiry bool
+}
+
+// admitCall applies, in order: the phase, the catalogue, Finalizing (only
+// the publication tool), an earlier identical call whose outcome is
+// unknown, the grant, the permission matrix (waiting for an approval when it
+// says Confirm, then checking again), and counts the call; for a side
+// effect it persists the write-ahead record before answering. The call it
+// returns on a refusal (or nil) carries the action id.
+func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.ToolCall, v1alpha1.Tool, *apiError) {
+	if req.tool == "" {
+		return nil, v1alpha1.Tool{}, errInvalid("tool", "tool is required")
 	}
-	if len(req.Context) > 1024 {
-		return nil, errInvalid("context", "context is at most 1024 characters")
-	}
-	canon, e := canonicalArgs(req.Arguments)
-	if e != nil {
-		return nil, e
-	}
-	fp := gatewayapi.FingerprintOf(req.Tool, canon, req.Context)
-	call := &gatewayapi.ToolCall{Tool: req.Tool, Fingerprint: fp, ActionID: gatewayapi.ActionID(req.Tool, fp)}
+	fp := gatewayapi.FingerprintOf(req.tool, req.canon, req.context)
+	call := &gatewayapi.ToolCall{Tool: req.tool, Fingerprint: fp, ActionID: gatewayapi.ActionID(req.tool, fp)}
 
 	k.mu.Lock()
-	entry, e := k.checkToolLocked(req.Tool)
+	entry, e := k.checkToolLocked(req.tool, fp)
 	if e != nil {
 		k.mu.Unlock()
-		return nil, e
+		return call, entry, e
 	}
 	call.Effect, call.Risk = entry.Effect, entry.Risk
 	if entry.Idempotent {
@@ -353,40 +386,36 @@ func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) 
 	k.mu.Unlock()
 	switch verdict.Verdict {
 	case permission.Deny:
-		return nil, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", verdict.Reason)
+		return call, entry, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", verdict.Reason)
 	case permission.Confirm:
-		wait := time.Duration(req.WaitSeconds) * time.Second
-		if wait <= 0 {
-			wait = time.Minute
-		}
-		if e := k.confirm(ctx, call.ActionID, min(wait, maxApprovalWait)); e != nil {
-			return nil, e
+		if e := k.confirm(ctx, call, entry, req); e != nil {
+			return call, entry, e
 		}
 	}
 
 	// Time may have passed (an approval): check everything again at the
 	// moment the call is counted.
 	if err := k.lockWithSlot(ctx, entry.Effect != v1alpha1.EffectNone); err != nil {
-		return nil, errNotPersisted("the request ended while waiting for a free in-flight slot: " + err.Error())
+		return call, entry, errNotPersisted("the request ended while waiting for a free in-flight slot: " + err.Error())
 	}
-	if _, e := k.checkToolLocked(req.Tool); e != nil {
+	if _, e := k.checkToolLocked(req.tool, fp); e != nil {
 		k.mu.Unlock()
-		return nil, e
+		return call, entry, e
 	}
 	if v := permission.Evaluate(k.obj.Spec.Mode, entry, k.obj.Spec.Policy.AutoApprove); v.Verdict == permission.Deny {
 		k.mu.Unlock()
-		return nil, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", v.Reason+" (the mode changed while the call waited)")
+		return call, entry, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", v.Reason+" (the mode changed while the call waited)")
 	}
 	call.ID = newCallID()
 	k.facts.usage.ToolCalls++
-	k.facts.countCall(req.Tool, fp)
-	ad := &admitted{tool: req.Tool}
-	if req.Tool == gatewayapi.ToolReportPublish {
+	k.facts.countCall(req.tool, fp)
+	ad := &admitted{tool: req.tool}
+	if req.tool == gatewayapi.ToolReportPublish {
 		var pa struct {
 			Section string `json:"section"`
 			Content string `json:"content"`
 		}
-		_ = json.Unmarshal(canon, &pa)
+		_ = json.Unmarshal(req.canon, &pa)
 		ad.section, ad.content = pa.Section, pa.Content
 	}
 	k.calls[call.ID] = ad
@@ -394,23 +423,23 @@ func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) 
 		if !k.g.opts.DurableAdmission {
 			k.markLocked(false)
 			k.mu.Unlock()
-			return call, nil
+			return call, entry, nil
 		}
 		k.markLocked(true)
 		target := k.seq
 		k.mu.Unlock()
 		if err := k.waitWritten(ctx, target); err != nil {
-			return nil, errNotPersisted(fmt.Sprintf("the admission of %s %s could not be made durable, so the call must not be dispatched: %v",
-				req.Tool, call.ID, err))
+			return call, entry, errNotPersisted(fmt.Sprintf("the admission of %s %s could not be made durable, so the call must not be dispatched: %v",
+				req.tool, call.ID, err))
 		}
-		return call, nil
+		return call, entry, nil
 	}
 	// Write-ahead: the record must be on the API server before the effect
 	// can happen, or a crash would leave an effect nobody knows of.
 	call.WriteAhead = true
 	k.facts.inFlight = append(k.facts.inFlight, v1alpha1.InFlightEffect{
-		ID: call.ID, Tool: req.Tool, Effect: entry.Effect, IdempotencyKey: call.IdempotencyKey,
-		StartedAt: &metav1.Time{Time: k.g.clock.Now()},
+		ID: call.ID, Tool: req.tool, Effect: entry.Effect, IdempotencyKey: call.IdempotencyKey,
+		StartedAt: &metav1.Time{Time: k.g.clock.Now()}, Fingerprint: fp,
 	})
 	k.markLocked(true)
 	target := k.seq
@@ -420,10 +449,10 @@ func (k *keeper) admitTool(ctx context.Context, req gatewayapi.ToolCallRequest) 
 			k.facts.removeInFlight(call.ID)
 			delete(k.calls, call.ID)
 		})
-		return nil, errNotPersisted(fmt.Sprintf("the write-ahead record of %s %s was not persisted, so the call must not be dispatched: %v",
-			req.Tool, call.ID, err))
+		return call, entry, errNotPersisted(fmt.Sprintf("the write-ahead record of %s %s was not persisted, so the call must not be dispatched: %v",
+			req.tool, call.ID, err))
 	}
-	return call, nil
+	return call, entry, nil
 }
 
 func denied(code, fault, msg string) *apiError {
@@ -432,8 +461,9 @@ func denied(code, fault, msg string) *apiError {
 	return e
 }
 
-// checkToolLocked checks the phase, the catalogue, Finalizing and the grant.
-func (k *keeper) checkToolLocked(tool string) (v1alpha1.Tool, *apiError) {
+// checkToolLocked checks the phase, the catalogue, Finalizing, an earlier
+// identical non-idempotent call whose outcome is unknown, and the grant.
+func (k *keeper) checkToolLocked(tool, fingerprint string) (v1alpha1.Tool, *apiError) {
 	if e := k.stoppedLocked(); e != nil {
 		return v1alpha1.Tool{}, e
 	}
@@ -451,10 +481,22 @@ func (k *keeper) checkToolLocked(tool string) (v1alpha1.Tool, *apiError) {
 			"the run is finalizing: only output work (%s) is served from the reserve, and %q is research",
 			gatewayapi.ToolReportPublish, tool))
 	}
-	if u, gr := k.facts.usage.ToolCalls, k.grantLocked().ToolCalls; u >= gr {
-		return v1alpha1.Tool{}, grantRefusal(fin, fmt.Sprintf("%d/%d tool calls", u, gr))
+	entry := spec.Policy.Tools[i]
+	if !entry.Idempotent {
+		for _, r := range k.facts.inFlight {
+			if r.Outcome == v1alpha1.OutcomeUnknown && r.Fingerprint == fingerprint {
+				e := newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeOutcomeUnknown, fmt.Sprintf(
+					"an identical %s call (%s) was dispatched and its outcome is unknown (%s); %s is not idempotent, "+
+						"so it is never dispatched again: check its effect another way", tool, r.ID, r.Message, tool))
+				e.fault = "OutcomeUnknown"
+				return entry, e
+			}
+		}
 	}
-	return spec.Policy.Tools[i], nil
+	if u, gr := k.facts.usage.ToolCalls, k.grantLocked().ToolCalls; u >= gr {
+		return entry, grantRefusal(fin, fmt.Sprintf("%d/%d tool calls", u, gr))
+	}
+	return entry, nil
 }
 
 // grantRefusal is the refusal of a call beyond the grant, with the numbers.
@@ -467,9 +509,12 @@ func grantRefusal(finalizing bool, used string) *apiError {
 		"working budget exhausted at %s of this attempt; the operator finalizes the run from its reserve or ends it", used))
 }
 
-// confirm asks for approval of actionID (awaitingApproval, durable before
-// the wait) and waits for the answer, at most wait.
-func (k *keeper) confirm(ctx context.Context, actionID string, wait time.Duration) *apiError {
+// confirm asks for a decision on the call (an approval request, durable
+// before the wait) and waits for it: until the request expires (the
+// policy's approvalTimeout after it was first made: ApprovalExpired), or
+// at most req.wait for an agent API report (approval_pending: report again).
+func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v1alpha1.Tool, req callRequest) *apiError {
+	actionID := call.ActionID
 	added := false
 	defer func() {
 		if added {
@@ -480,7 +525,24 @@ func (k *keeper) confirm(ctx context.Context, actionID string, wait time.Duratio
 			k.mu.Unlock()
 		}
 	}()
-	timeout := k.g.clock.After(wait)
+	now := k.g.clock.Now()
+	k.mu.Lock()
+	since, ok := k.approvalSince[actionID]
+	if !ok {
+		since = now
+		k.approvalSince[actionID] = since
+	}
+	expires := since.Add(approvalTimeout(k.obj.Spec))
+	k.mu.Unlock()
+	wait := expires.Sub(now)
+	if !req.untilExpiry {
+		w := req.wait
+		if w <= 0 {
+			w = time.Minute
+		}
+		wait = min(wait, w, maxApprovalWait)
+	}
+	timeout := k.g.clock.After(max(wait, 0))
 	poll := k.g.clock.NewTicker(k.g.opts.PollInterval)
 	defer poll.Stop()
 	for {
@@ -490,6 +552,7 @@ func (k *keeper) confirm(ctx context.Context, actionID string, wait time.Duratio
 			return e
 		}
 		if ap, ok := findApproval(k.obj.Spec.Approvals, actionID); ok {
+			delete(k.approvalSince, actionID)
 			k.mu.Unlock()
 			if ap.Decision == v1alpha1.DecisionApprove {
 				return nil
@@ -503,11 +566,21 @@ func (k *keeper) confirm(ctx context.Context, actionID string, wait time.Duratio
 			}
 			return denied(gatewayapi.CodeApprovalDenied, "ApprovalDenied", msg)
 		}
+		if !k.g.clock.Now().Before(expires) {
+			delete(k.approvalSince, actionID)
+			k.mu.Unlock()
+			return denied(gatewayapi.CodeApprovalExpired, "ApprovalExpired", fmt.Sprintf(
+				"nobody decided on action %s (%s, risk %s) within the policy's approvalTimeout of %s; the call was not made",
+				actionID, call.Tool, entry.Risk, approvalTimeout(k.obj.Spec)))
+		}
 		if !added && !k.facts.isAwaiting(actionID) && len(k.facts.awaiting) < maxAwaitingApproval {
-			k.facts.awaiting = append(k.facts.awaiting, v1alpha1.ApprovalRequest{ActionID: actionID})
+			k.facts.awaiting = append(k.facts.awaiting, v1alpha1.ApprovalRequest{
+				ActionID: actionID, Tool: call.Tool, Risk: entry.Risk, Summary: req.summary,
+				RequestedAt: &metav1.Time{Time: since}, ExpiresAt: &metav1.Time{Time: expires},
+			})
 			added = true
 			k.markLocked(true)
-			k.log.Info("Awaiting approval", "action", actionID)
+			k.log.Info("Awaiting approval", "action", actionID, "tool", call.Tool)
 		}
 		ch := k.wake
 		k.mu.Unlock()
@@ -516,12 +589,24 @@ func (k *keeper) confirm(ctx context.Context, actionID string, wait time.Duratio
 		case <-poll.C():
 			k.refresh(ctx)
 		case <-timeout:
+			if req.untilExpiry {
+				continue // the expiry check above answers
+			}
 			return newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeApprovalPending,
-				fmt.Sprintf("action %s awaits approval (kubectl patch the ResearchRun's spec.approvals); report the call again to keep waiting", actionID))
+				fmt.Sprintf("action %s awaits approval until %s (kubectl patch the ResearchRun's spec.approvals); report the call again to keep waiting",
+					actionID, expires.UTC().Format(time.RFC3339)))
 		case <-ctx.Done():
 			return errNotPersisted("the request ended while awaiting approval of " + actionID)
 		}
 	}
+}
+
+// approvalTimeout is the policy's approvalTimeout (default 15m).
+func approvalTimeout(spec v1alpha1.RunAttemptSpec) time.Duration {
+	if t := spec.Policy.ApprovalTimeout; t != nil && t.Duration > 0 {
+		return t.Duration
+	}
+	return DefaultApprovalTimeout
 }
 
 func findApproval(approvals []v1alpha1.Approval, actionID string) (v1alpha1.Approval, bool) {

@@ -50,6 +50,11 @@ const (
 	// DefaultMaxTokens is the max_tokens the gateway sets, when a request and
 	// its model set none, for a request under a token grant.
 	DefaultMaxTokens = 4096
+	// DefaultApprovalTimeout is how long a call waits for a decision when
+	// the policy sets no approvalTimeout.
+	DefaultApprovalTimeout = 15 * time.Minute
+	// DefaultToolTimeout bounds one tool call when its server sets no timeout.
+	DefaultToolTimeout = 30 * time.Second
 	// keeperIdle is how long a keeper of an ended attempt is kept after its
 	// last request.
 	keeperIdle = 2 * time.Minute
@@ -67,6 +72,12 @@ type Options struct {
 	// Upstream sends model requests to providers (default: no overall
 	// timeout; UpstreamTimeout bounds each request).
 	Upstream *http.Client
+	// ToolTransport carries MCP requests to tool servers (default: a clone
+	// of http.DefaultTransport).
+	ToolTransport http.RoundTripper
+	// Namespace is the gateway's namespace: a tool server's Service without
+	// a namespace is looked up there (default agentrun-system).
+	Namespace string
 	// UpstreamTimeout bounds one upstream request (default 10m).
 	UpstreamTimeout time.Duration
 	// Clock is the only source of time (default real).
@@ -113,6 +124,7 @@ type Gateway struct {
 	mu      sync.Mutex
 	keepers map[types.NamespacedName]*keeper
 	secrets *secretCache
+	tools   *toolClients
 }
 
 // New returns a gateway. Call Run (or Start) before serving.
@@ -133,6 +145,14 @@ func New(opts Options) (*Gateway, error) {
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 256
 		opts.Upstream = &http.Client{Transport: tr}
+	}
+	if opts.ToolTransport == nil {
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		tr.MaxIdleConns, tr.MaxIdleConnsPerHost = 1024, 256
+		opts.ToolTransport = tr
+	}
+	if opts.Namespace == "" {
+		opts.Namespace = "agentrun-system"
 	}
 	if opts.UpstreamTimeout <= 0 {
 		opts.UpstreamTimeout = DefaultUpstreamTimeout
@@ -165,6 +185,7 @@ func New(opts Options) (*Gateway, error) {
 		drain:   make(chan struct{}),
 	}
 	g.secrets = &secretCache{c: opts.Client}
+	g.tools = &toolClients{g: g}
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.wg.Add(1)
 	go g.janitor()
@@ -198,6 +219,7 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	}
 	g.cancel()
 	g.wg.Wait()
+	g.tools.close()
 	return errors.Join(errs...)
 }
 
@@ -249,6 +271,7 @@ func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+gatewayapi.ModelPathPrefix+"/chat/completions", g.attempt("chat", g.chatCompletions))
 	mux.Handle("GET "+gatewayapi.ModelPathPrefix+"/models", g.attempt("models", g.listModels))
+	mux.Handle(gatewayapi.MCPPath, g.mcpHandler())
 	p := gatewayapi.PathPrefix + "/self"
 	mux.Handle("GET "+p, g.attempt("self", g.getSelf))
 	mux.Handle("GET "+p+"/watch", g.attempt("watch", g.watchSelf))

@@ -63,8 +63,14 @@ type keeper struct {
 	tokens int64 // tokens reserved by model requests under way
 	// finBase is the usage this gateway had counted when it learned the
 	// attempt is finalizing: the reserve is served on top of it.
-	finBase  *v1alpha1.Usage
-	calls    map[string]*admitted
+	finBase *v1alpha1.Usage
+	calls   map[string]*admitted
+	// approvalSince is when each pending approval request was first made
+	// (its expiry runs from there, across reports of the same call).
+	approvalSince map[string]time.Time
+	// conv fingerprints the conversation the last model request forwarded:
+	// the context of the tool calls that follow it.
+	conv     string
 	seq      uint64 // version of the facts
 	written  uint64 // latest version durably written
 	failed   uint64 // latest version a write was tried for and failed
@@ -95,8 +101,10 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 		key:   types.NamespacedName{Namespace: obj.Namespace, Name: obj.Name},
 		log:   g.log.WithValues("runattempt", obj.Namespace+"/"+obj.Name),
 		calls: map[string]*admitted{},
-		wake:  make(chan struct{}),
-		kick:  make(chan struct{}, 1),
+
+		approvalSince: map[string]time.Time{},
+		wake:          make(chan struct{}),
+		kick:          make(chan struct{}, 1),
 	}
 	k.facts.seed(obj.Status)
 	if hb := obj.Status.HeartbeatTime; hb != nil {

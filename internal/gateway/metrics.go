@@ -35,6 +35,8 @@ type metrics struct {
 	apiSeconds         *prometheus.HistogramVec
 	statusWrites       *prometheus.CounterVec
 	statusWriteSeconds prometheus.Histogram
+	toolCalls          *prometheus.CounterVec
+	toolSeconds        *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -75,9 +77,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Latency of RunAttempt status writes.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
+		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_tool_calls_total",
+			Help: "Tool calls answered by the MCP door, by namespace, policy, tool and outcome (ok, tool_error, unknown, refused).",
+		}, []string{labelNamespace, labelPolicy, "tool", "outcome"}),
+		toolSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "agentrun_gateway_tool_server_seconds",
+			Help:    "Time from dispatch to a tool server's answer, by server and outcome (ok, tool_error, no_answer).",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
+		}, []string{"server", "outcome"}),
 	}
 	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.upstreamSeconds,
-		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds} {
+		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds} {
 		_ = reg.Register(c)
 	}
 	return m

@@ -20,6 +20,8 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -169,6 +171,37 @@ type chatRequest struct {
 	stream      bool
 	tokensField string // max_tokens, or max_completion_tokens when the client uses it
 	maxTokens   int64  // as requested, 0 if none
+	conv        string // fingerprint of the conversation's instructions
+}
+
+// conversationFingerprint hashes what a conversation is about: its system,
+// developer and user messages, not the assistant's turns or tool results
+// (those grow every step, and a loop repeats in the same conversation).
+// Tool calls that follow the request are fingerprinted in this context.
+func conversationFingerprint(msgs []json.RawMessage) string {
+	h := sha256.New()
+	for _, raw := range msgs {
+		var m struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		}
+		if json.Unmarshal(raw, &m) != nil {
+			continue
+		}
+		switch m.Role {
+		case "system", "developer", "user":
+			var b bytes.Buffer
+			if json.Compact(&b, m.Content) != nil {
+				b.Reset()
+				b.Write(m.Content)
+			}
+			h.Write([]byte(m.Role))
+			h.Write([]byte{0})
+			h.Write(b.Bytes())
+			h.Write([]byte{0})
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
 // parseChat reads and checks a chat completion request.
@@ -191,6 +224,7 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 	if err := json.Unmarshal(c.fields["messages"], &msgs); err != nil || len(msgs) == 0 {
 		return nil, errInvalid("messages", "messages is required: a non-empty array")
 	}
+	c.conv = conversationFingerprint(msgs)
 	if raw, ok := c.fields["stream"]; ok && json.Unmarshal(raw, &c.stream) != nil {
 		return nil, errInvalid("stream", "stream must be a boolean")
 	}
@@ -244,6 +278,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 	}
 	k.mu.Lock()
 	spec := k.obj.Spec
+	k.conv = c.conv
 	k.mu.Unlock()
 	m, e := serveModel(spec, c.model)
 	if e != nil {

@@ -44,6 +44,9 @@ import (
 const (
 	// ReportIndexKey is the ConfigMap key of the report's index (JSON).
 	ReportIndexKey = "index.json"
+	// planGrowsKey marks a report whose plan is what was published (no plan
+	// was set first).
+	planGrowsKey = "plan-grows"
 	// maxSections bounds a plan.
 	maxSections = 20
 	// maxSectionBytes bounds one section's content (a ConfigMap holds 1 MiB).
@@ -332,13 +335,25 @@ func (g *Gateway) postSection(w http.ResponseWriter, r *http.Request, k *keeper)
 			fmt.Sprintf("the section and content differ from the arguments of the admitted call %s (which were approved)", req.CallID)))
 		return
 	}
-	content := req.Content
+	rep, e := k.publish(r.Context(), section, req.Content)
+	if e != nil {
+		writeError(w, e)
+		return
+	}
+	writeJSON(w, rep)
+}
+
+// publish writes section into the report and records the publication. With
+// no plan yet (an agent that only publishes, e.g. through the MCP door),
+// the section is added to the plan.
+func (k *keeper) publish(ctx context.Context, section, content string) (gatewayapi.Report, *apiError) {
+	section = strings.TrimSpace(section)
 	if len(content) > maxSectionBytes {
 		content = textutil.Cut(content, maxSectionBytes) + "\n\n(truncated)"
 	}
 	ref := k.reportRef()
 	var name string
-	rep, err := g.writeReport(r.Context(), ref, func(plan []string, data map[string]string) ([]string, error) {
+	rep, err := k.g.writeReport(ctx, ref, func(plan []string, data map[string]string) ([]string, error) {
 		for i, s := range plan {
 			if strings.EqualFold(strings.TrimSpace(s), section) {
 				name = s
@@ -346,15 +361,20 @@ func (g *Gateway) postSection(w http.ResponseWriter, r *http.Request, k *keeper)
 				return plan, nil
 			}
 		}
+		if (len(plan) == 0 || data[planGrowsKey] == "true") && len(plan) < maxSections {
+			// No plan: the plan is what gets published.
+			data[planGrowsKey] = "true"
+			name = section
+			data[SectionKey(len(plan), section)] = content
+			return append(plan, section), nil
+		}
 		return nil, &reportError{errInvalid("section", fmt.Sprintf("section %q is not in the report's plan %q", section, plan))}
 	})
 	if re, ok := err.(*reportError); ok {
-		writeError(w, re.e)
-		return
+		return rep, re.e
 	}
 	if err != nil {
-		writeError(w, errNotPersisted("could not write the report: "+err.Error()))
-		return
+		return rep, errNotPersisted("could not write the report: " + err.Error())
 	}
 	k.record(func() {
 		k.facts.publication.BlocksPlanned = int32(len(rep.Sections))
@@ -362,7 +382,7 @@ func (g *Gateway) postSection(w http.ResponseWriter, r *http.Request, k *keeper)
 		k.facts.publication.Location = rep.Location
 	})
 	k.g.log.V(1).Info("Published section", "runattempt", k.key, "section", name)
-	writeJSON(w, rep)
+	return rep, nil
 }
 
 // postSettle settles the publication from what the report holds: Complete

@@ -48,6 +48,31 @@ const (
 	PathPrefix = "/agentrun/v1"
 	// ModelPathPrefix is the OpenAI-compatible model door's prefix.
 	ModelPathPrefix = "/v1"
+	// MCPPath is the tool door: an MCP server (streamable HTTP, stateless)
+	// in front of the policy's tool servers and the gateway's built-in tools.
+	MCPPath = "/mcp"
+	// EnvMCPURL is the tool door's URL (<gateway>/mcp), set on every attempt
+	// container.
+	EnvMCPURL = "AGENTRUN_MCP_URL"
+
+	// MetaContext is the _meta key of a tools/call under which an agent may
+	// add its own context to the call's fingerprint (e.g. the report section
+	// it works on); the gateway adds the conversation it forwarded last.
+	MetaContext = "agentrun.dev/context"
+	// MetaCallID is the _meta key of a tools/call result naming the call's id.
+	MetaCallID = "agentrun.dev/call-id"
+	// MetaCode is the _meta key of a refused tools/call's result: the stable
+	// error code (the codes below) saying why.
+	MetaCode = "agentrun.dev/code"
+	// MetaActionID is the _meta key naming the call's action id (what an
+	// approval names).
+	MetaActionID = "agentrun.dev/action-id"
+	// MetaIdempotencyKey is the _meta key under which the gateway passes an
+	// idempotent call's key to the tool server (also sent as the HTTP header
+	// Idempotency-Key).
+	MetaIdempotencyKey = "agentrun.dev/idempotency-key"
+	// HeaderIdempotencyKey carries an idempotent call's key to the tool server.
+	HeaderIdempotencyKey = "Idempotency-Key"
 
 	// HeaderShouldRetry is set to "false" on every refusal, so the official
 	// OpenAI SDKs do not retry a request the grant will refuse again.
@@ -93,6 +118,25 @@ const (
 	CodeProviderKeyUnavailable = "provider_key_unavailable"
 	// CodeUnknownTool: the tool is not in the policy's catalogue (HTTP 404).
 	CodeUnknownTool = "unknown_tool"
+	// CodeApprovalExpired: nobody decided within the policy's
+	// approvalTimeout; the call is refused (a tool error, the run goes on).
+	CodeApprovalExpired = "approval_expired"
+	// CodeOutcomeUnknown: an identical non-idempotent call was dispatched
+	// and its outcome is unknown (a timeout, a lost connection, a gateway
+	// restart): it is never dispatched again.
+	CodeOutcomeUnknown = "outcome_unknown"
+	// CodeInvalidArguments: the arguments do not match the tool's input
+	// schema; nothing was dispatched.
+	CodeInvalidArguments = "invalid_arguments"
+	// CodeToolServerUnavailable: the tool server could not be reached; the
+	// call was not dispatched.
+	CodeToolServerUnavailable = "tool_server_unavailable"
+	// CodeInterceptorRefused: an interceptor of the policy's chain refused
+	// the call (a fail-closed interceptor failed, or one vetoed it).
+	CodeInterceptorRefused = "interceptor_refused"
+	// CodeUseToolDoor: the tool is served by the gateway's MCP door and
+	// cannot be admitted through the agent API.
+	CodeUseToolDoor = "use_tool_door"
 	// CodeNotFound: no such resource (an unknown tool call id, path) (HTTP 404).
 	CodeNotFound = "not_found"
 	// CodeUpstreamUnavailable: the provider could not be reached or timed out (HTTP 502/504).
@@ -326,6 +370,10 @@ type SettleResponse struct {
 // ToolReportPublish is the gateway's publication tool: the only tool (with
 // the model door) served while the run is Finalizing.
 const ToolReportPublish = "report.publish"
+
+// ToolNotesWrite is the gateway's built-in notes tool: it appends a note to
+// the run's notes (the ConfigMap <run>-notes), kept across attempts.
+const ToolNotesWrite = "notes.write"
 
 // FaultKind turns a provider's error code (rate_limit_exceeded,
 // insufficient_quota, or an already PascalCase kind) into a fault kind

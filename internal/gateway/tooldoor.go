@@ -1,0 +1,314 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+	"github.com/agentrun-dev/agentrun/pkg/permission"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
+)
+
+// The tool door is an MCP server (streamable HTTP, stateless: any gateway
+// instance can answer any request, so a restart loses no session) in front
+// of the policy's tool servers and the gateway's built-in tools. The MCP
+// SDK speaks the protocol; a receiving middleware answers tools/list and
+// tools/call for the caller's attempt, so every call passes the attempt's
+// phase, catalogue, grant, mode × risk, approvals, the write-ahead record and
+// the interceptor chain before it reaches a tool.
+
+type keeperKey struct{}
+
+func keeperFrom(ctx context.Context) *keeper {
+	k, _ := ctx.Value(keeperKey{}).(*keeper)
+	return k
+}
+
+// mcpHandler serves the tool door at gatewayapi.MCPPath.
+func (g *Gateway) mcpHandler() http.Handler {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "agentrun-gateway", Title: "agentrun tool door", Version: "v1"},
+		&mcp.ServerOptions{
+			Instructions: "Tools of your run's RuntimePolicy. Calls are checked against the run's budget, " +
+				"permission mode and approvals; a refused call returns a tool error saying why.",
+			Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+		})
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			k := keeperFrom(ctx)
+			if k == nil {
+				return next(ctx, method, req)
+			}
+			switch method {
+			case "tools/list":
+				return k.listTools(ctx), nil
+			case "tools/call":
+				ctr, ok := req.(*mcp.CallToolRequest)
+				if !ok || ctr.Params == nil {
+					return nil, errors.New("tools/call without parameters")
+				}
+				return k.callTool(ctx, ctr.Params), nil
+			}
+			return next(ctx, method, req)
+		}
+	})
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		// Every request is authenticated by its bearer token, which a
+		// rebinding page cannot present.
+		DisableLocalhostProtection: true,
+	})
+	return g.attempt("mcp", func(w http.ResponseWriter, r *http.Request, k *keeper) {
+		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keeperKey{}, k)))
+	})
+}
+
+// doorTool is a catalogue tool as the door serves it.
+type doorTool struct {
+	entry  v1alpha1.Tool
+	server *v1alpha1.ToolServer // nil for a built-in
+}
+
+// doorToolsLocked returns the catalogue tools the door serves: built-ins
+// and tools of a declared tool server. Effect-None tools without a server
+// are the agent's own (admitted through the agent API).
+func (k *keeper) doorToolsLocked() []doorTool {
+	p := k.obj.Spec.Policy
+	out := make([]doorTool, 0, len(p.Tools))
+	for _, t := range p.Tools {
+		switch {
+		case t.Server == "" && isBuiltin(t.Name):
+			out = append(out, doorTool{entry: t})
+		case t.Server != "":
+			if i := slices.IndexFunc(p.ToolServers, func(s v1alpha1.ToolServer) bool { return s.Name == t.Server }); i >= 0 {
+				out = append(out, doorTool{entry: t, server: &p.ToolServers[i]})
+			}
+		}
+	}
+	return out
+}
+
+func isBuiltin(name string) bool {
+	return name == gatewayapi.ToolReportPublish || name == gatewayapi.ToolNotesWrite
+}
+
+// listTools answers tools/list: the tools the attempt's current mode lets
+// it call (ReadOnly and Plan see no writes; Finalizing only the output
+// tool), with the tool servers' descriptions and input schemas.
+func (k *keeper) listTools(ctx context.Context) *mcp.ListToolsResult {
+	k.mu.Lock()
+	tools := k.doorToolsLocked()
+	mode, fin, ns := k.obj.Spec.Mode, isFinalizing(k.obj.Spec), k.key.Namespace
+	stopped := k.stoppedLocked() != nil
+	k.mu.Unlock()
+	out := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	if stopped {
+		return out
+	}
+	for _, t := range tools {
+		if permission.Evaluate(mode, t.entry, nil).Verdict == permission.Deny || (fin && t.entry.Name != gatewayapi.ToolReportPublish) {
+			continue
+		}
+		mt := &mcp.Tool{Name: t.entry.Name, Description: t.entry.Description, InputSchema: map[string]any{"type": "object"}}
+		if t.server == nil {
+			b := builtinTool(t.entry.Name)
+			mt.InputSchema = b.schema
+			if mt.Description == "" {
+				mt.Description = b.description
+			}
+		} else if up, err := k.g.tools.describe(ctx, ns, *t.server, t.entry.Name); err == nil && up != nil {
+			mt.InputSchema = up.tool.InputSchema
+			if mt.Description == "" {
+				mt.Description = up.tool.Description
+			}
+		}
+		mt.Annotations = annotations(t.entry)
+		out.Tools = append(out.Tools, mt)
+	}
+	return out
+}
+
+func annotations(t v1alpha1.Tool) *mcp.ToolAnnotations {
+	readOnly := t.Effect == v1alpha1.EffectNone
+	destructive := t.Effect == v1alpha1.EffectExternal
+	open := t.Effect == v1alpha1.EffectExternal
+	return &mcp.ToolAnnotations{ReadOnlyHint: readOnly, DestructiveHint: &destructive,
+		IdempotentHint: t.Idempotent, OpenWorldHint: &open}
+}
+
+// toolError is a refused or failed call as the model sees it: a tool
+// result with isError, whose text says why, and the stable code in _meta.
+func toolError(code, msg string, meta map[string]any) *mcp.CallToolResult {
+	m := mcp.Meta{gatewayapi.MetaCode: code}
+	for key, v := range meta {
+		m[key] = v
+	}
+	return &mcp.CallToolResult{Meta: m, IsError: true,
+		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("refused (%s): %s", code, msg)}}}
+}
+
+func refusedResult(e *apiError, meta map[string]any) *mcp.CallToolResult {
+	return toolError(e.body.Code, e.body.Message, meta)
+}
+
+// callTool answers tools/call.
+func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.CallToolResult {
+	name := p.Name
+	k.mu.Lock()
+	tools := k.doorToolsLocked()
+	policy, ns := k.obj.Spec.Policy.Name, k.key.Namespace
+	stop := k.stoppedLocked()
+	k.mu.Unlock()
+	if stop != nil {
+		return refusedResult(stop, nil)
+	}
+	i := slices.IndexFunc(tools, func(t doorTool) bool { return t.entry.Name == name })
+	if i < 0 {
+		e := newError(http.StatusNotFound, gatewayapi.TypeNotFound, gatewayapi.CodeUnknownTool,
+			fmt.Sprintf("tool %q is not served here; the tools of RuntimePolicy %q are: %s", name, policy, k.listedNames(ctx)))
+		e.fault = "UnknownTool"
+		k.refusal(e, "tool/"+name)
+		return refusedResult(e, nil)
+	}
+	t := tools[i]
+	canon, e := canonicalArgs(p.Arguments)
+	if e != nil {
+		e.body.Code = gatewayapi.CodeInvalidArguments
+		k.refusal(e, "tool/"+name)
+		return refusedResult(e, nil)
+	}
+	var args map[string]any
+	dec := json.NewDecoder(bytes.NewReader(canon))
+	dec.UseNumber()
+	_ = dec.Decode(&args)
+	if e := k.g.tools.validate(ctx, ns, t, args); e != nil {
+		k.refusal(e, "tool/"+name)
+		return refusedResult(e, nil)
+	}
+	agentContext, _ := p.Meta[gatewayapi.MetaContext].(string)
+	call, entry, e := k.admitCall(ctx, callRequest{
+		tool: name, canon: canon, context: k.callContext(agentContext), summary: summarize(args), untilExpiry: true,
+	})
+	if e != nil {
+		k.refusal(e, "tool/"+name)
+		meta := map[string]any{}
+		if call != nil {
+			meta[gatewayapi.MetaActionID] = call.ActionID
+		}
+		return refusedResult(e, meta)
+	}
+	meta := map[string]any{gatewayapi.MetaCallID: call.ID, gatewayapi.MetaActionID: call.ActionID}
+	res, outcome := k.dispatch(ctx, t, call, args)
+	k.settleCall(call, entry, outcome)
+	if res.Meta == nil {
+		res.Meta = mcp.Meta{}
+	}
+	for key, v := range meta {
+		res.Meta[key] = v
+	}
+	return res
+}
+
+// listedNames names the tools tools/list shows the attempt now.
+func (k *keeper) listedNames(ctx context.Context) string {
+	var names []string
+	for _, t := range k.listTools(ctx).Tools {
+		names = append(names, t.Name)
+	}
+	if len(names) == 0 {
+		return "none in the current mode"
+	}
+	return strings.Join(names, ", ")
+}
+
+// summarize is an approval's short, redacted view of the arguments.
+func summarize(args map[string]any) string {
+	raw, _ := gatewayapi.CanonicalJSON(redactArguments(args))
+	return textutil.Truncate(redactText(string(raw)), 256)
+}
+
+// callOutcome is what the gateway knows after a dispatch.
+type callOutcome struct {
+	// unknown: the call may or may not have taken effect.
+	unknown bool
+	// fault, when set, is a Tool fault to count (kind, retryable, message).
+	fault     string
+	retryable bool
+	message   string
+}
+
+// dispatch runs an admitted call: a built-in in the gateway, or the tool
+// server's tool.
+func (k *keeper) dispatch(ctx context.Context, t doorTool, call *gatewayapi.ToolCall, args map[string]any) (*mcp.CallToolResult, callOutcome) {
+	if t.server == nil {
+		return k.runBuiltin(ctx, call, args)
+	}
+	return k.g.tools.call(ctx, k.key.Namespace, *t.server, call, args)
+}
+
+// settleCall records a dispatched call's outcome: a known outcome removes
+// the write-ahead record, an unknown one keeps it, marked Unknown, so the
+// call is never dispatched again (and the operator does not recover an
+// attempt that holds it without an idempotency key).
+func (k *keeper) settleCall(call *gatewayapi.ToolCall, entry v1alpha1.Tool, o callOutcome) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.calls, call.ID)
+	urgent := false
+	if o.unknown && entry.Effect != v1alpha1.EffectNone {
+		for i := range k.facts.inFlight {
+			if k.facts.inFlight[i].ID == call.ID {
+				k.facts.inFlight[i].Outcome = v1alpha1.OutcomeUnknown
+				k.facts.inFlight[i].Message = textutil.Truncate(o.message, 512)
+				urgent = true
+			}
+		}
+	} else {
+		k.facts.removeInFlight(call.ID)
+	}
+	if o.fault != "" {
+		k.facts.addFault(v1alpha1.FaultScopeTool, o.fault, o.retryable, false,
+			textutil.Truncate(fmt.Sprintf("%s: %s", call.Tool, o.message), 512))
+	}
+	k.markLocked(urgent)
+}
+
+// callContext is a door call's fingerprint context: the agent's own (from
+// _meta), and the conversation the gateway forwarded last for the attempt.
+func (k *keeper) callContext(agentContext string) string {
+	k.mu.Lock()
+	conv := k.conv
+	k.mu.Unlock()
+	switch {
+	case conv == "":
+		return agentContext
+	case agentContext == "":
+		return "conversation:" + conv
+	}
+	return agentContext + "\nconversation:" + conv
+}

@@ -1,0 +1,312 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/toolserver"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// toolUpstream is a tool server for the door's tests (the toolserver
+// package's fake): search answers, ticket.create and ticket.upsert hang
+// until the gateway gives up, and every dispatch is recorded.
+type toolUpstream struct {
+	fake *toolserver.Fake
+	srv  *httptest.Server
+}
+
+func (u *toolUpstream) count(name string) int { return u.fake.Count(name) }
+
+func startToolUpstream(t *testing.T) *toolUpstream {
+	f, err := toolserver.NewFake(
+		toolserver.ToolSpec{Name: "search", Description: "search the web", InputSchema: map[string]any{
+			"type": "object", "properties": map[string]any{"q": map[string]any{"type": "string"}}, "required": []any{"q"},
+		}},
+		toolserver.ToolSpec{Name: "ticket.create", Behavior: toolserver.Behavior{Hang: true}},
+		toolserver.ToolSpec{Name: "ticket.upsert", Behavior: toolserver.Behavior{Hang: true}},
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := toolserver.New(toolserver.Options{Fake: f})
+	if err != nil {
+		t.Fatal(err)
+	}
+	u := &toolUpstream{fake: f, srv: httptest.NewServer(s.Handler())}
+	t.Cleanup(func() { f.Close(); u.srv.Close() })
+	return u
+}
+
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func connectDoor(t *testing.T, e *gatewaytest.Env, token string) *mcp.ClientSession {
+	t.Helper()
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
+		Endpoint: e.URL() + gatewayapi.MCPPath, HTTPClient: &http.Client{Transport: bearerTransport{token}},
+		DisableStandaloneSSE: true,
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+func doorEnv(t *testing.T, mutate func(*v1alpha1.RunAttempt)) (*gatewaytest.Env, *toolUpstream) {
+	u := startToolUpstream(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		p := &ra.Spec.Policy
+		p.ToolServers = []v1alpha1.ToolServer{{Name: "tools", URL: u.srv.URL + toolserver.PathMCP, Timeout: &metav1.Duration{Duration: 300 * time.Millisecond}}}
+		p.Tools = append(p.Tools,
+			v1alpha1.Tool{Name: "search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tools"},
+			v1alpha1.Tool{Name: "ticket.create", Risk: v1alpha1.RiskMedium, Effect: v1alpha1.EffectExternal, Server: "tools"},
+			v1alpha1.Tool{Name: "ticket.upsert", Risk: v1alpha1.RiskMedium, Effect: v1alpha1.EffectExternal, Server: "tools", Idempotent: true},
+		)
+		p.AutoApprove = append(p.AutoApprove, "ticket.create", "ticket.upsert")
+		if mutate != nil {
+			mutate(ra)
+		}
+	}})
+	return e, u
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+func listed(t *testing.T, cs *mcp.ClientSession) []string {
+	res, err := cs.ListTools(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, tl := range res.Tools {
+		names = append(names, tl.Name)
+	}
+	slices.Sort(names)
+	return names
+}
+
+func TestToolDoorListsWhatTheModeAllows(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := doorEnv(t, nil)
+	cs := connectDoor(t, e, gatewaytest.Token)
+	// http.get has no server: the agent's own tool, not the door's.
+	g.Expect(listed(t, cs)).To(Equal([]string{"notes.write", "report.publish", "search", "ticket.create", "ticket.upsert"}))
+	res, err := cs.ListTools(t.Context(), nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	for _, tl := range res.Tools {
+		if tl.Name == "search" {
+			g.Expect(tl.Description).To(Equal("search the web"), "the tool server's description")
+			raw, _ := json.Marshal(tl.InputSchema)
+			g.Expect(string(raw)).To(ContainSubstring(`"required":["q"]`), "the tool server's schema")
+		}
+	}
+
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.Mode = v1alpha1.ModePlan })
+	g.Expect(listed(t, cs)).To(Equal([]string{"search"}), "Plan sees no writes: a downgrade applies to the next list")
+	res2, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.create", Arguments: map[string]any{}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res2.IsError).To(BeTrue())
+	g.Expect(text(res2)).To(ContainSubstring("permission_denied"), "tools/call re-checks the mode")
+
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.RunPhase = v1alpha1.PhaseFinalizing; s.Grant.FinalizeOnly = true })
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.Mode = v1alpha1.ModeAuto })
+	g.Expect(listed(t, cs)).To(Equal([]string{"report.publish"}), "Finalizing serves only the output tool")
+}
+
+func TestToolDoorDispatchesAndRefusesReadably(t *testing.T) {
+	g := NewWithT(t)
+	e, u := doorEnv(t, nil)
+	cs := connectDoor(t, e, gatewaytest.Token)
+
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "vector databases"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeFalse(), text(res))
+	g.Expect(text(res)).To(ContainSubstring("vector databases"))
+	g.Expect(res.Meta[gatewayapi.MetaCallID]).To(HavePrefix("call-"))
+	g.Eventually(func() int64 { return e.Status().Usage.ToolCalls }).Should(Equal(int64(1)), "the door counts what it dispatched")
+
+	// Arguments that do not match the schema: refused naming the field,
+	// nothing dispatched or counted.
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"query": "x"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeInvalidArguments), ContainSubstring("q")))
+	g.Expect(u.count("search")).To(Equal(1))
+
+	// An unknown tool: refused, naming the tools there are.
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "shell.exec", Arguments: map[string]any{}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeUnknownTool), ContainSubstring("search, ticket.create")))
+
+	// The agent API does not admit a tool a server serves.
+	r := e.Do("POST", gatewayapi.PathPrefix+"/self/toolcalls", gatewaytest.Token, []byte(`{"tool":"search","arguments":{"q":"x"}}`))
+	g.Expect(r.StatusCode).To(Equal(http.StatusBadRequest))
+	_ = r.Body.Close()
+	g.Expect(e.Status().Usage.ToolCalls).To(Equal(int64(1)))
+}
+
+func TestToolDoorNeverDispatchesAnUnknownOutcomeAgain(t *testing.T) {
+	g := NewWithT(t)
+	e, u := doorEnv(t, nil)
+	cs := connectDoor(t, e, gatewaytest.Token)
+	args := map[string]any{"title": "disk full"}
+
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeOutcomeUnknown), ContainSubstring("not be dispatched again")))
+	g.Eventually(func() []v1alpha1.InFlightEffect { return e.Status().InFlight }).Should(ConsistOf(And(
+		HaveField("Tool", "ticket.create"), HaveField("Outcome", v1alpha1.OutcomeUnknown),
+		HaveField("IdempotencyKey", ""), HaveField("Fingerprint", Not(BeEmpty())))),
+		"the write-ahead record stays, marked Unknown: the operator will not recover this attempt")
+	g.Expect(e.Status().Faults).To(ContainElement(And(HaveField("Scope", v1alpha1.FaultScopeTool), HaveField("Kind", "OutcomeUnknown"))))
+
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(text(res)).To(ContainSubstring("never dispatched again"))
+	g.Expect(u.count("ticket.create")).To(Equal(1), "the identical call was not dispatched again")
+
+	// Other arguments are another call; an idempotent tool carries its key
+	// and may be called again.
+	for range 2 {
+		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.upsert", Arguments: args})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(text(res)).To(ContainSubstring("safe"))
+	}
+	g.Expect(u.count("ticket.upsert")).To(Equal(2))
+	calls := u.fake.Calls()
+	last := calls[len(calls)-1]
+	g.Expect(last.MetaIdempotencyKey).NotTo(BeEmpty(), "in _meta")
+	g.Expect(last.HeaderIdempotencyKey).To(Equal(last.MetaIdempotencyKey), "and as the Idempotency-Key header")
+}
+
+func TestToolDoorApprovals(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := doorEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.ApprovalTimeout = &metav1.Duration{Duration: 5 * time.Second}
+	})
+	cs := connectDoor(t, e, gatewaytest.Token)
+	args := map[string]any{"section": "Overview", "content": "Milvus, Qdrant, Weaviate. api_key=sk-abcdefghijklmnopqrstuvwx"}
+
+	done := make(chan *mcp.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "report.publish", Arguments: args})
+		if err != nil {
+			res = &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: err.Error()}}}
+		}
+		done <- res
+	}()
+	var req v1alpha1.ApprovalRequest
+	g.Eventually(func() []v1alpha1.ApprovalRequest { return e.Status().AwaitingApproval }).Should(HaveLen(1))
+	req = e.Status().AwaitingApproval[0]
+	g.Expect(req.Tool).To(Equal("report.publish"))
+	g.Expect(req.Risk).To(Equal(v1alpha1.RiskHigh))
+	g.Expect(req.Summary).To(ContainSubstring("Overview"))
+	g.Expect(req.ExpiresAt.Sub(req.RequestedAt.Time)).To(Equal(5 * time.Second))
+	g.Expect(e.Status().Usage.ToolCalls).To(BeZero(), "waiting spends nothing")
+	g.Consistently(done, 300*time.Millisecond).ShouldNot(Receive())
+
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
+		s.Approvals = append(s.Approvals, v1alpha1.Approval{ActionID: req.ActionID, Decision: v1alpha1.DecisionApprove, Approver: "alice"})
+	})
+	var res *mcp.CallToolResult
+	g.Eventually(done, 5*time.Second).Should(Receive(&res))
+	g.Expect(res.IsError).To(BeFalse(), text(res))
+	g.Expect(text(res)).To(ContainSubstring(`published section "Overview"`))
+	cm := &corev1.ConfigMap{}
+	g.Expect(e.Client.Get(t.Context(), types.NamespacedName{Namespace: gatewaytest.Namespace, Name: gateway.ReportName(gatewaytest.Run)}, cm)).To(Succeed())
+	g.Expect(cm.Data).To(HaveKey("01-overview.md"), "no plan: the plan is what was published")
+	g.Eventually(func() []v1alpha1.ApprovalRequest { return e.Status().AwaitingApproval }).Should(BeEmpty())
+	g.Eventually(func() int32 { return e.Status().Publication.BlocksCommitted }).Should(Equal(int32(1)))
+}
+
+func TestToolDoorApprovalExpires(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := doorEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.ApprovalTimeout = &metav1.Duration{Duration: 300 * time.Millisecond}
+	})
+	cs := connectDoor(t, e, gatewaytest.Token)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "report.publish",
+		Arguments: map[string]any{"section": "Overview", "content": "x"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeApprovalExpired), ContainSubstring("approvalTimeout of 300ms")))
+	g.Expect(res.Meta[gatewayapi.MetaActionID]).To(HavePrefix("report.publish-"))
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(HaveField("Kind", "ApprovalExpired")))
+	g.Expect(e.Status().AwaitingApproval).To(BeEmpty())
+	g.Expect(e.Status().Usage.ToolCalls).To(BeZero())
+}
+
+func TestToolDoorToolServerDown(t *testing.T) {
+	g := NewWithT(t)
+	e, u := doorEnv(t, nil)
+	u.srv.Close()
+	cs := connectDoor(t, e, gatewaytest.Token)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(text(res)).To(ContainSubstring(gatewayapi.CodeToolServerUnavailable))
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(HaveField("Kind", "ToolServerUnavailable")))
+	g.Expect(e.Get().Spec.RunPhase).To(Equal(v1alpha1.PhaseRunning), "a local fault: the run goes on")
+	g.Expect(e.Status().InFlight).To(BeEmpty())
+}
+
+func TestToolDoorAuthenticates(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := doorEnv(t, nil)
+	r := e.Do("POST", gatewayapi.MCPPath, gatewaytest.StrangerToken, []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	g.Expect(r.StatusCode).To(Equal(http.StatusForbidden))
+	_ = r.Body.Close()
+	r = e.Do("POST", gatewayapi.MCPPath, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
+	g.Expect(r.StatusCode).To(Equal(http.StatusUnauthorized))
+	_ = r.Body.Close()
+}

@@ -1,0 +1,339 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/google/jsonschema-go/jsonschema"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// toolClients are the gateway's MCP client sessions to tool servers, one per
+// (namespace, server): the namespace because a server's credentials are a
+// Secret of the run's namespace.
+type toolClients struct {
+	g  *Gateway
+	mu sync.Mutex
+	m  map[string]*toolSession
+}
+
+type toolSession struct {
+	mu       sync.Mutex
+	cs       *mcp.ClientSession
+	tools    map[string]*toolInfo
+	listedAt time.Time
+}
+
+type toolInfo struct {
+	tool     *mcp.Tool
+	resolved *jsonschema.Resolved // nil when the schema does not resolve
+}
+
+// toolListTTL is how long a server's tools/list is reused.
+const toolListTTL = time.Minute
+
+type idemKey struct{}
+
+// endpoint is the server's MCP URL.
+func (c *toolClients) endpoint(srv v1alpha1.ToolServer) string {
+	if srv.URL != "" {
+		return srv.URL
+	}
+	s := srv.Service
+	ns := s.Namespace
+	if ns == "" {
+		ns = c.g.opts.Namespace
+	}
+	port, path := s.Port, s.Path
+	if port == 0 {
+		port = 80
+	}
+	if path == "" {
+		path = "/mcp"
+	}
+	return fmt.Sprintf("http://%s.%s.svc:%d%s", s.Name, ns, port, path)
+}
+
+// headers sends the server's bearer token and a call's idempotency key.
+type headers struct {
+	base  http.RoundTripper
+	token string
+}
+
+func (h *headers) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	if h.token != "" {
+		r.Header.Set("Authorization", "Bearer "+h.token)
+	}
+	if key, _ := r.Context().Value(idemKey{}).(string); key != "" {
+		r.Header.Set(gatewayapi.HeaderIdempotencyKey, key)
+	}
+	return h.base.RoundTrip(r)
+}
+
+func (c *toolClients) session(ctx context.Context, ns string, srv v1alpha1.ToolServer) (*toolSession, *mcp.ClientSession, error) {
+	token, err := c.g.secrets.key(ctx, ns, srv.AuthSecretRef)
+	if err != nil {
+		return nil, nil, err
+	}
+	url := c.endpoint(srv)
+	id := ns + "\x00" + srv.Name + "\x00" + url + "\x00" + token
+	c.mu.Lock()
+	if c.m == nil {
+		c.m = map[string]*toolSession{}
+	}
+	s := c.m[id]
+	if s == nil {
+		s = &toolSession{}
+		c.m[id] = s
+	}
+	c.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cs != nil {
+		return s, s.cs, nil
+	}
+	client := mcp.NewClient(&mcp.Implementation{Name: "agentrun-gateway", Version: "v1"}, nil)
+	tr := &mcp.StreamableClientTransport{
+		Endpoint:             url,
+		HTTPClient:           &http.Client{Transport: &headers{base: c.g.opts.ToolTransport, token: token}},
+		MaxRetries:           -1,
+		DisableStandaloneSSE: true,
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeoutOf(srv))
+	defer cancel()
+	cs, err := client.Connect(cctx, tr, nil)
+	if err != nil {
+		return nil, nil, fmt.Errorf("connecting to tool server %s (%s): %w", srv.Name, url, err)
+	}
+	s.cs = cs
+	return s, cs, nil
+}
+
+// drop forgets a session that failed, so the next call connects again.
+func (s *toolSession) drop(cs *mcp.ClientSession) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cs == cs {
+		_ = cs.Close()
+		s.cs = nil
+		s.tools = nil
+	}
+}
+
+func timeoutOf(srv v1alpha1.ToolServer) time.Duration {
+	if srv.Timeout != nil && srv.Timeout.Duration > 0 {
+		return srv.Timeout.Duration
+	}
+	return DefaultToolTimeout
+}
+
+// describe returns the server's description of tool (from its tools/list,
+// cached a minute), or nil when the server does not list it.
+func (c *toolClients) describe(ctx context.Context, ns string, srv v1alpha1.ToolServer, tool string) (*toolInfo, error) {
+	s, cs, err := c.session(ctx, ns, srv)
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	if s.tools != nil && c.g.clock.Since(s.listedAt) < toolListTTL {
+		t := s.tools[tool]
+		s.mu.Unlock()
+		return t, nil
+	}
+	s.mu.Unlock()
+	lctx, cancel := context.WithTimeout(ctx, timeoutOf(srv))
+	defer cancel()
+	tools := map[string]*toolInfo{}
+	for t, err := range cs.Tools(lctx, nil) {
+		if err != nil {
+			s.drop(cs)
+			return nil, fmt.Errorf("listing the tools of tool server %s: %w", srv.Name, err)
+		}
+		info := &toolInfo{tool: t}
+		if raw, err := json.Marshal(t.InputSchema); err == nil {
+			var sch jsonschema.Schema
+			if json.Unmarshal(raw, &sch) == nil {
+				info.resolved, _ = sch.Resolve(nil)
+			}
+		}
+		tools[t.Name] = info
+	}
+	s.mu.Lock()
+	s.tools, s.listedAt = tools, c.g.clock.Now()
+	s.mu.Unlock()
+	return tools[tool], nil
+}
+
+var builtinSchemas = func() map[string]*jsonschema.Resolved {
+	out := map[string]*jsonschema.Resolved{}
+	for _, name := range []string{gatewayapi.ToolReportPublish, gatewayapi.ToolNotesWrite} {
+		raw, _ := json.Marshal(builtinTool(name).schema)
+		var sch jsonschema.Schema
+		_ = json.Unmarshal(raw, &sch)
+		out[name], _ = sch.Resolve(nil)
+	}
+	return out
+}()
+
+// validate checks arguments against the tool's input schema: a mismatch is
+// refused before anything is recorded or dispatched, naming the field.
+func (c *toolClients) validate(ctx context.Context, ns string, t doorTool, args map[string]any) *apiError {
+	var rs *jsonschema.Resolved
+	if t.server == nil {
+		rs = builtinSchemas[t.entry.Name]
+	} else {
+		info, err := c.describe(ctx, ns, *t.server, t.entry.Name)
+		switch {
+		case err != nil:
+			// Not dispatched: the server is unreachable.
+			e := newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeToolServerUnavailable,
+				fmt.Sprintf("tool server %s is unavailable, so %s was not called: %v", t.server.Name, t.entry.Name, err))
+			e.fault = "ToolServerUnavailable"
+			return e
+		case info == nil:
+			e := newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeToolServerUnavailable,
+				fmt.Sprintf("tool server %s does not serve %s (the policy's catalogue names it there)", t.server.Name, t.entry.Name))
+			e.fault = "ToolServerMisconfigured"
+			return e
+		}
+		rs = info.resolved
+	}
+	if rs == nil {
+		return nil
+	}
+	// The schema library validates decoded JSON (float64 numbers).
+	raw, _ := json.Marshal(args)
+	var plain map[string]any
+	_ = json.Unmarshal(raw, &plain)
+	if plain == nil {
+		plain = map[string]any{}
+	}
+	if err := rs.Validate(plain); err != nil {
+		e := errInvalid("arguments", fmt.Sprintf("the arguments of %s do not match its input schema: %v", t.entry.Name, err))
+		e.body.Code = gatewayapi.CodeInvalidArguments
+		e.fault = "InvalidArguments"
+		return e
+	}
+	return nil
+}
+
+// call dispatches an admitted call to its tool server. An answer (a result,
+// an error result) is a known outcome; no answer in time, or a connection
+// lost after the request may have reached the server, is Unknown; a server
+// that could not be reached at all did not get the call.
+func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServer, call *gatewayapi.ToolCall, args map[string]any) (*mcp.CallToolResult, callOutcome) {
+	// The effect must be recorded even when the agent goes away: the call
+	// runs to its own timeout, not the client's.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutOf(srv))
+	defer cancel()
+	s, cs, err := c.session(cctx, ns, srv)
+	if err != nil {
+		msg := fmt.Sprintf("tool server %s is unavailable, so %s was not called: %v", srv.Name, call.Tool, err)
+		return toolError(gatewayapi.CodeToolServerUnavailable, msg, nil),
+			callOutcome{fault: "ToolServerUnavailable", retryable: true, message: msg}
+	}
+	params := &mcp.CallToolParams{Name: call.Tool, Arguments: args}
+	if call.IdempotencyKey != "" {
+		params.Meta = mcp.Meta{gatewayapi.MetaIdempotencyKey: call.IdempotencyKey}
+		cctx = context.WithValue(cctx, idemKey{}, call.IdempotencyKey)
+	}
+	start := c.g.clock.Now()
+	res, err := cs.CallTool(cctx, params)
+	c.g.metrics.toolSeconds.WithLabelValues(srv.Name, outcomeLabel(res, err)).Observe(c.g.clock.Since(start).Seconds())
+	if err == nil {
+		out := callOutcome{}
+		if res.IsError {
+			out = callOutcome{fault: "ToolError", message: resultText(res)}
+		}
+		return res, out
+	}
+	s.drop(cs)
+	if notDispatched(err) {
+		msg := fmt.Sprintf("tool server %s refused the connection, so %s was not called: %v", srv.Name, call.Tool, err)
+		return toolError(gatewayapi.CodeToolServerUnavailable, msg, nil),
+			callOutcome{fault: "ToolServerUnavailable", retryable: true, message: msg}
+	}
+	why := fmt.Sprintf("no answer from tool server %s: %v", srv.Name, err)
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded) {
+		why = fmt.Sprintf("tool server %s did not answer within %s", srv.Name, timeoutOf(srv))
+	}
+	if call.Effect == v1alpha1.EffectNone {
+		return toolError(gatewayapi.CodeToolServerUnavailable, why, nil),
+			callOutcome{fault: "Timeout", retryable: true, message: why}
+	}
+	if call.IdempotencyKey != "" {
+		msg := why + "; its outcome is unknown, and calling it again is safe (it is idempotent, with key " + call.IdempotencyKey + ")"
+		return toolError(gatewayapi.CodeOutcomeUnknown, msg, nil),
+			callOutcome{unknown: true, fault: "OutcomeUnknown", retryable: true, message: why}
+	}
+	msg := why + "; its outcome is unknown and it is not idempotent, so it will not be dispatched again: check its effect another way"
+	return toolError(gatewayapi.CodeOutcomeUnknown, msg, nil),
+		callOutcome{unknown: true, fault: "OutcomeUnknown", message: why}
+}
+
+// notDispatched reports an error that proves the request never reached the
+// server (the connection was refused or the name does not resolve).
+func notDispatched(err error) bool {
+	var dns *net.DNSError
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dns)
+}
+
+func outcomeLabel(res *mcp.CallToolResult, err error) string {
+	switch {
+	case err != nil:
+		return "no_answer"
+	case res.IsError:
+		return "tool_error"
+	}
+	return "ok"
+}
+
+func resultText(res *mcp.CallToolResult) string {
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			return t.Text
+		}
+	}
+	return "the tool returned an error"
+}
+
+// close ends every session.
+func (c *toolClients) close() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, s := range c.m {
+		s.mu.Lock()
+		if s.cs != nil {
+			_ = s.cs.Close()
+		}
+		s.mu.Unlock()
+	}
+	c.m = nil
+}
