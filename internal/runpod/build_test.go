@@ -93,6 +93,7 @@ func agentEnv(n string) []corev1.EnvVar {
 		{Name: "AGENTRUN_GATEWAY_URL", Value: "https://gw.example:8443"},
 		{Name: "AGENTRUN_TOKEN_FILE", Value: "/var/run/secrets/agentrun.dev/gateway/token"},
 		{Name: "OPENAI_BASE_URL", Value: "https://gw.example:8443/v1"},
+		{Name: "AGENTRUN_MCP_URL", Value: "https://gw.example:8443/mcp"},
 		{Name: "AGENTRUN_GATEWAY_CA_FILE", Value: "/var/run/secrets/agentrun.dev/gateway/ca.crt"},
 		{Name: "NODE_EXTRA_CA_CERTS", Value: "/var/run/secrets/agentrun.dev/gateway/ca.crt"},
 	}
