@@ -418,7 +418,7 @@ func TestBuildTemplateFields(t *testing.T) {
 					{Name: "MODEL", Value: "scripted"},
 					{Name: v1alpha1.EnvRun, Value: "custom"},
 					{Name: EnvPodName, Value: "fixed"},
-					all[0], all[2], all[3], all[5], all[6], all[7], all[8], all[9], all[10],
+					all[0], all[2], all[3], all[5], all[6], all[7], all[8], all[9], all[10], all[11],
 				}
 				if diff := cmp.Diff(want, pod.Spec.Containers[0].Env); diff != "" {
 					t.Errorf("env (-want +got):\n%s", diff)
