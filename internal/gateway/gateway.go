@@ -20,6 +20,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -32,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -78,6 +81,17 @@ type Options struct {
 	// Namespace is the gateway's namespace: a tool server's Service without
 	// a namespace is looked up there (default agentrun-system).
 	Namespace string
+	// Interceptors implement the policies' interceptor chains, by name
+	// (default: chain.Builtins — auth over Authenticator, rate_limit,
+	// redact and audit to AuditLog). Entries here are added to the
+	// built-ins, replacing one of the same name.
+	Interceptors chain.Registry
+	// AuditLog receives the audit interceptor's JSON lines (default stdout).
+	AuditLog io.Writer
+	// RateLimit and RateBurst are the rate_limit interceptor's calls per
+	// second and burst per identity (default 20 and 40).
+	RateLimit float64
+	RateBurst int
 	// UpstreamTimeout bounds one upstream request (default 10m).
 	UpstreamTimeout time.Duration
 	// Clock is the only source of time (default real).
@@ -125,6 +139,9 @@ type Gateway struct {
 	keepers map[types.NamespacedName]*keeper
 	secrets *secretCache
 	tools   *toolClients
+
+	interceptors chain.Registry
+	chainMetrics *chain.Metrics
 }
 
 // New returns a gateway. Call Run (or Start) before serving.
@@ -186,6 +203,13 @@ func New(opts Options) (*Gateway, error) {
 	}
 	g.secrets = &secretCache{c: opts.Client}
 	g.tools = &toolClients{g: g}
+	g.interceptors = chain.Builtins(chain.BuiltinOptions{
+		Authenticator: chain.AuthenticatorFunc(g.interceptorIdentity),
+		RateLimit:     opts.RateLimit, Burst: opts.RateBurst, Audit: opts.AuditLog,
+		Now: opts.Clock.Now,
+	})
+	maps.Copy(g.interceptors, opts.Interceptors)
+	g.chainMetrics = chain.NewMetrics(opts.Registry)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.wg.Add(1)
 	go g.janitor()
@@ -260,10 +284,25 @@ func (g *Gateway) janitor() {
 		for key, k := range g.keepers {
 			if k.settledIdle(now, keeperIdle) {
 				delete(g.keepers, key)
+				k.closeChain()
 			}
 		}
 		g.mu.Unlock()
 	}
+}
+
+// interceptorIdentity is the auth interceptor's check of the caller's
+// token: the gateway's authenticator (TokenReview, cached briefly), whose
+// failure — the API server unreachable — fails the interceptor.
+func (g *Gateway) interceptorIdentity(ctx context.Context, token string) (string, error) {
+	id, err := g.opts.Authenticator.Authenticate(ctx, token)
+	if errors.Is(err, ErrUnauthenticated) {
+		return "", fmt.Errorf("%w: %w", chain.ErrTokenRejected, err)
+	}
+	if err != nil {
+		return "", err
+	}
+	return id.Username + "/" + id.PodName, nil
 }
 
 // Handler serves the model door (/v1/...) and the agent API (/agentrun/v1/...).

@@ -32,6 +32,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -70,7 +71,11 @@ type keeper struct {
 	approvalSince map[string]time.Time
 	// conv fingerprints the conversation the last model request forwarded:
 	// the context of the tool calls that follow it.
-	conv     string
+	conv string
+	// chain is the policy's interceptor chain (built on the first tool
+	// call: the snapshot does not change within an attempt), or chainErr.
+	chain    *chain.Chain
+	chainErr error
 	seq      uint64 // version of the facts
 	written  uint64 // latest version durably written
 	failed   uint64 // latest version a write was tried for and failed

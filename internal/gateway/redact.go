@@ -16,7 +16,12 @@ limitations under the License.
 
 package gateway
 
-// TODO: the chain package's redaction.
-func redactArguments(args map[string]any) map[string]any { return args }
+import "github.com/agentrun-dev/agentrun/internal/gateway/chain"
 
-func redactText(s string) string { return s }
+// An approval request's summary of the arguments is redacted as the redact
+// interceptor redacts: whether or not the policy's chain has one, approvers
+// never read a secret the agent passed.
+var (
+	redactArguments = chain.RedactArguments
+	redactText      = chain.RedactText
+)

@@ -29,6 +29,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 	"github.com/agentrun-dev/agentrun/pkg/permission"
 	"github.com/agentrun-dev/agentrun/pkg/textutil"
@@ -84,7 +85,8 @@ func (g *Gateway) mcpHandler() http.Handler {
 		DisableLocalhostProtection: true,
 	})
 	return g.attempt("mcp", func(w http.ResponseWriter, r *http.Request, k *keeper) {
-		h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), keeperKey{}, k)))
+		ctx := context.WithValue(r.Context(), keeperKey{}, k)
+		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenKey{}, bearer(r))))
 	})
 }
 
@@ -131,7 +133,7 @@ func (k *keeper) listTools(ctx context.Context) *mcp.ListToolsResult {
 		return out
 	}
 	for _, t := range tools {
-		if permission.Evaluate(mode, t.entry, nil).Verdict == permission.Deny || (fin && t.entry.Name != gatewayapi.ToolReportPublish) {
+		if !permission.Visible(mode, t.entry) || (fin && t.entry.Name != gatewayapi.ToolReportPublish) {
 			continue
 		}
 		mt := &mcp.Tool{Name: t.entry.Name, Description: t.entry.Description, InputSchema: map[string]any{"type": "object"}}
@@ -211,27 +213,94 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		return refusedResult(e, nil)
 	}
 	agentContext, _ := p.Meta[gatewayapi.MetaContext].(string)
+	ch, err := k.interceptors()
+	if err != nil {
+		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused,
+			fmt.Sprintf("RuntimePolicy %q's interceptor chain cannot run in this gateway, so no tool call is made: %v", policy, err))
+		e.fault = "InterceptorUnavailable"
+		k.refusal(e, "tool/"+name)
+		return refusedResult(e, nil)
+	}
+	k.mu.Lock()
+	run := k.obj.Spec.RunName
+	k.mu.Unlock()
+	cc := &chain.Call{
+		Kind: chain.KindTool, Namespace: ns, Run: run, Attempt: k.key.Name, Policy: policy, Token: tokenFrom(ctx),
+		Tool: name, Effect: t.entry.Effect, Risk: t.entry.Risk, Arguments: args,
+	}
+	var res *mcp.CallToolResult
+	outcome := "ok"
+	out, ref := ch.Run(ctx, cc, func(ctx context.Context, c *chain.Call) chain.Outcome {
+		// What is admitted and dispatched is what the interceptors left
+		// of the arguments.
+		res, outcome = k.admitAndDispatch(ctx, t, c.Arguments, agentContext)
+		return chain.Outcome{Result: text(res), IsError: res.IsError}
+	})
+	if ref != nil {
+		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused, ref.Error())
+		e.fault = "InterceptorRefused"
+		k.refusal(e, "tool/"+name)
+		k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, "refused").Inc()
+		return refusedResult(e, nil)
+	}
+	k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, outcome).Inc()
+	if out.Result != text(res) {
+		// A Post interceptor rewrote the result (redaction).
+		res.Content = []mcp.Content{&mcp.TextContent{Text: out.Result}}
+		res.StructuredContent = nil
+	}
+	return res
+}
+
+// admitAndDispatch admits the call (the grant, modes × risk, approvals,
+// the write-ahead record) and dispatches it, recording its outcome.
+func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[string]any, agentContext string) (*mcp.CallToolResult, string) {
+	canon, err := gatewayapi.CanonicalJSON(args)
+	if err != nil || string(canon) == "null" {
+		canon = []byte("{}")
+	}
 	call, entry, e := k.admitCall(ctx, callRequest{
-		tool: name, canon: canon, context: k.callContext(agentContext), summary: summarize(args), untilExpiry: true,
+		tool: t.entry.Name, canon: canon, context: k.callContext(agentContext), summary: summarize(args), untilExpiry: true,
 	})
 	if e != nil {
-		k.refusal(e, "tool/"+name)
+		k.refusal(e, "tool/"+t.entry.Name)
 		meta := map[string]any{}
 		if call != nil {
 			meta[gatewayapi.MetaActionID] = call.ActionID
 		}
-		return refusedResult(e, meta)
+		return refusedResult(e, meta), "refused"
 	}
-	meta := map[string]any{gatewayapi.MetaCallID: call.ID, gatewayapi.MetaActionID: call.ActionID}
-	res, outcome := k.dispatch(ctx, t, call, args)
-	k.settleCall(call, entry, outcome)
+	res, o := k.dispatch(ctx, t, call, args)
+	k.settleCall(call, entry, o)
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
-	for key, v := range meta {
-		res.Meta[key] = v
+	res.Meta[gatewayapi.MetaCallID] = call.ID
+	res.Meta[gatewayapi.MetaActionID] = call.ActionID
+	switch {
+	case o.unknown:
+		return res, "unknown"
+	case res.IsError:
+		return res, "tool_error"
 	}
-	return res
+	return res, "ok"
+}
+
+func text(res *mcp.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if t, ok := c.(*mcp.TextContent); ok {
+			b.WriteString(t.Text)
+		}
+	}
+	return b.String()
+}
+
+type tokenKey struct{}
+
+func tokenFrom(ctx context.Context) string {
+	t, _ := ctx.Value(tokenKey{}).(string)
+	return t
 }
 
 // listedNames names the tools tools/list shows the attempt now.
@@ -311,4 +380,24 @@ func (k *keeper) callContext(agentContext string) string {
 		return "conversation:" + conv
 	}
 	return agentContext + "\nconversation:" + conv
+}
+
+// interceptors returns the attempt's interceptor chain.
+func (k *keeper) interceptors() (*chain.Chain, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.chain == nil && k.chainErr == nil {
+		k.chain, k.chainErr = chain.New(k.obj.Spec.Policy.ResolvedChain, k.g.interceptors, k.g.chainMetrics,
+			chain.WithLogger(k.log))
+	}
+	return k.chain, k.chainErr
+}
+
+func (k *keeper) closeChain() {
+	k.mu.Lock()
+	c := k.chain
+	k.mu.Unlock()
+	if c != nil {
+		c.Close()
+	}
 }

@@ -19,10 +19,12 @@ package gateway_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +36,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/internal/toolserver"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
@@ -109,7 +112,7 @@ func doorEnv(t *testing.T, mutate func(*v1alpha1.RunAttempt)) (*gatewaytest.Env,
 	return e, u
 }
 
-func text(res *mcp.CallToolResult) string {
+func resultText(res *mcp.CallToolResult) string {
 	var b strings.Builder
 	for _, c := range res.Content {
 		if tc, ok := c.(*mcp.TextContent); ok {
@@ -153,7 +156,7 @@ func TestToolDoorListsWhatTheModeAllows(t *testing.T) {
 	res2, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.create", Arguments: map[string]any{}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res2.IsError).To(BeTrue())
-	g.Expect(text(res2)).To(ContainSubstring("permission_denied"), "tools/call re-checks the mode")
+	g.Expect(resultText(res2)).To(ContainSubstring("permission_denied"), "tools/call re-checks the mode")
 
 	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.RunPhase = v1alpha1.PhaseFinalizing; s.Grant.FinalizeOnly = true })
 	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.Mode = v1alpha1.ModeAuto })
@@ -167,8 +170,8 @@ func TestToolDoorDispatchesAndRefusesReadably(t *testing.T) {
 
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "vector databases"}})
 	g.Expect(err).NotTo(HaveOccurred())
-	g.Expect(res.IsError).To(BeFalse(), text(res))
-	g.Expect(text(res)).To(ContainSubstring("vector databases"))
+	g.Expect(res.IsError).To(BeFalse(), resultText(res))
+	g.Expect(resultText(res)).To(ContainSubstring("vector databases"))
 	g.Expect(res.Meta[gatewayapi.MetaCallID]).To(HavePrefix("call-"))
 	g.Eventually(func() int64 { return e.Status().Usage.ToolCalls }).Should(Equal(int64(1)), "the door counts what it dispatched")
 
@@ -177,14 +180,14 @@ func TestToolDoorDispatchesAndRefusesReadably(t *testing.T) {
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"query": "x"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue())
-	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeInvalidArguments), ContainSubstring("q")))
+	g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeInvalidArguments), ContainSubstring("q")))
 	g.Expect(u.count("search")).To(Equal(1))
 
 	// An unknown tool: refused, naming the tools there are.
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "shell.exec", Arguments: map[string]any{}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue())
-	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeUnknownTool), ContainSubstring("search, ticket.create")))
+	g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeUnknownTool), ContainSubstring("search, ticket.create")))
 
 	// The agent API does not admit a tool a server serves.
 	r := e.Do("POST", gatewayapi.PathPrefix+"/self/toolcalls", gatewaytest.Token, []byte(`{"tool":"search","arguments":{"q":"x"}}`))
@@ -202,7 +205,7 @@ func TestToolDoorNeverDispatchesAnUnknownOutcomeAgain(t *testing.T) {
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue())
-	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeOutcomeUnknown), ContainSubstring("not be dispatched again")))
+	g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeOutcomeUnknown), ContainSubstring("not be dispatched again")))
 	g.Eventually(func() []v1alpha1.InFlightEffect { return e.Status().InFlight }).Should(ConsistOf(And(
 		HaveField("Tool", "ticket.create"), HaveField("Outcome", v1alpha1.OutcomeUnknown),
 		HaveField("IdempotencyKey", ""), HaveField("Fingerprint", Not(BeEmpty())))),
@@ -212,7 +215,7 @@ func TestToolDoorNeverDispatchesAnUnknownOutcomeAgain(t *testing.T) {
 	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue())
-	g.Expect(text(res)).To(ContainSubstring("never dispatched again"))
+	g.Expect(resultText(res)).To(ContainSubstring("never dispatched again"))
 	g.Expect(u.count("ticket.create")).To(Equal(1), "the identical call was not dispatched again")
 
 	// Other arguments are another call; an idempotent tool carries its key
@@ -220,7 +223,7 @@ func TestToolDoorNeverDispatchesAnUnknownOutcomeAgain(t *testing.T) {
 	for range 2 {
 		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.upsert", Arguments: args})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(text(res)).To(ContainSubstring("safe"))
+		g.Expect(resultText(res)).To(ContainSubstring("safe"))
 	}
 	g.Expect(u.count("ticket.upsert")).To(Equal(2))
 	calls := u.fake.Calls()
@@ -260,8 +263,8 @@ func TestToolDoorApprovals(t *testing.T) {
 	})
 	var res *mcp.CallToolResult
 	g.Eventually(done, 5*time.Second).Should(Receive(&res))
-	g.Expect(res.IsError).To(BeFalse(), text(res))
-	g.Expect(text(res)).To(ContainSubstring(`published section "Overview"`))
+	g.Expect(res.IsError).To(BeFalse(), resultText(res))
+	g.Expect(resultText(res)).To(ContainSubstring(`published section "Overview"`))
 	cm := &corev1.ConfigMap{}
 	g.Expect(e.Client.Get(t.Context(), types.NamespacedName{Namespace: gatewaytest.Namespace, Name: gateway.ReportName(gatewaytest.Run)}, cm)).To(Succeed())
 	g.Expect(cm.Data).To(HaveKey("01-overview.md"), "no plan: the plan is what was published")
@@ -279,7 +282,7 @@ func TestToolDoorApprovalExpires(t *testing.T) {
 		Arguments: map[string]any{"section": "Overview", "content": "x"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue())
-	g.Expect(text(res)).To(And(ContainSubstring(gatewayapi.CodeApprovalExpired), ContainSubstring("approvalTimeout of 300ms")))
+	g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeApprovalExpired), ContainSubstring("approvalTimeout of 300ms")))
 	g.Expect(res.Meta[gatewayapi.MetaActionID]).To(HavePrefix("report.publish-"))
 	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(HaveField("Kind", "ApprovalExpired")))
 	g.Expect(e.Status().AwaitingApproval).To(BeEmpty())
@@ -294,7 +297,7 @@ func TestToolDoorToolServerDown(t *testing.T) {
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
 	g.Expect(err).NotTo(HaveOccurred())
 	g.Expect(res.IsError).To(BeTrue())
-	g.Expect(text(res)).To(ContainSubstring(gatewayapi.CodeToolServerUnavailable))
+	g.Expect(resultText(res)).To(ContainSubstring(gatewayapi.CodeToolServerUnavailable))
 	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(HaveField("Kind", "ToolServerUnavailable")))
 	g.Expect(e.Get().Spec.RunPhase).To(Equal(v1alpha1.PhaseRunning), "a local fault: the run goes on")
 	g.Expect(e.Status().InFlight).To(BeEmpty())
@@ -309,4 +312,85 @@ func TestToolDoorAuthenticates(t *testing.T) {
 	r = e.Do("POST", gatewayapi.MCPPath, "", []byte(`{"jsonrpc":"2.0","id":1,"method":"tools/list"}`))
 	g.Expect(r.StatusCode).To(Equal(http.StatusUnauthorized))
 	_ = r.Body.Close()
+}
+
+// sampleChain is the sample policy's resolved chain: auth and rate_limit
+// before the call, redact and audit after it.
+func sampleChain() []v1alpha1.ResolvedInterceptor {
+	return []v1alpha1.ResolvedInterceptor{
+		{Name: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Priority: 10, OnError: v1alpha1.PostureDeny, Veto: true, RegistrationIndex: 0},
+		{Name: "rate_limit", Class: v1alpha1.ClassResource, Phase: v1alpha1.InterceptorPre, Priority: 20, OnError: v1alpha1.PostureDeny, Veto: true, RegistrationIndex: 1},
+		{Name: "redact", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPost, Priority: 50, OnError: v1alpha1.PostureDeny, RegistrationIndex: 2},
+		{Name: "audit", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, Priority: 90, OnError: v1alpha1.PostureAllow, Buffered: true, RegistrationIndex: 3},
+	}
+}
+
+type failingWriter struct{ failing atomic.Bool }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.failing.Load() {
+		return 0, errors.New("audit sink: no space left on device")
+	}
+	return len(p), nil
+}
+
+func TestToolDoorRunsThePolicysChain(t *testing.T) {
+	g := NewWithT(t)
+	u := startToolUpstream(t)
+	audit := &failingWriter{}
+	audit.failing.Store(true)
+	var reviewDown atomic.Bool
+	reg := chain.Builtins(chain.BuiltinOptions{
+		Audit: audit,
+		Authenticator: chain.AuthenticatorFunc(func(context.Context, string) (string, error) {
+			if reviewDown.Load() {
+				return "", errors.New("tokenreviews.authentication.k8s.io: the server is currently unable to handle the request")
+			}
+			return "system:serviceaccount:team:agentrun-runner/survey-1", nil
+		}),
+	})
+	e := gatewaytest.Start(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1alpha1.RunAttempt) {
+		p := &ra.Spec.Policy
+		p.ResolvedChain = sampleChain()
+		p.ToolServers = []v1alpha1.ToolServer{{Name: "tools", URL: u.srv.URL + toolserver.PathMCP}}
+		p.Tools = append(p.Tools, v1alpha1.Tool{Name: "search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tools"})
+	}})
+	cs := connectDoor(t, e, gatewaytest.Token)
+
+	// Audit fails open: the call is served, its line is buffered for resend.
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "token sk-abcdefghijklmnopqrstuvwx"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeFalse(), resultText(res))
+	g.Expect(resultText(res)).NotTo(ContainSubstring("sk-abcdefghijklmnopqrstuvwx"), "redact rewrote the result")
+	g.Expect(e.Metric("agentrun_gateway_interceptor_calls_total", map[string]string{"interceptor": "audit", "outcome": "error"})).To(BeNumerically(">=", 1))
+	g.Expect(u.count("search")).To(Equal(1))
+
+	// auth fails closed: TokenReview down refuses every call, naming it.
+	reviewDown.Store(true)
+	for range 3 {
+		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(res.IsError).To(BeTrue())
+		g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeInterceptorRefused), ContainSubstring("auth"),
+			ContainSubstring("unable to handle the request")))
+	}
+	g.Expect(u.count("search")).To(Equal(1), "nothing dispatched while auth fails")
+	g.Expect(e.Metric("agentrun_gateway_interceptor_denials_total", map[string]string{"interceptor": "auth"})).To(BeNumerically("==", 3))
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(HaveField("Kind", "InterceptorRefused")))
+	g.Expect(e.Status().Usage.ToolCalls).To(Equal(int64(1)), "a refused call is not counted against the grant")
+}
+
+func TestToolDoorRefusesAPolicyChainItCannotRun(t *testing.T) {
+	g := NewWithT(t)
+	e, u := doorEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.ResolvedChain = []v1alpha1.ResolvedInterceptor{
+			{Name: "dlp", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, OnError: v1alpha1.PostureDeny, Veto: true},
+		}
+	})
+	cs := connectDoor(t, e, gatewaytest.Token)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(resultText(res)).To(And(ContainSubstring("dlp"), ContainSubstring("cannot run")))
+	g.Expect(u.count("search")).To(BeZero())
 }

@@ -48,6 +48,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 )
@@ -109,6 +110,10 @@ type Options struct {
 	Log logr.Logger
 	// DurableAdmission makes every admission durable before dispatch.
 	DurableAdmission bool
+	// Interceptors replace the gateway's built-in interceptors by name.
+	Interceptors chain.Registry
+	// AuditLog receives the audit interceptor's lines (default io.Discard).
+	AuditLog io.Writer
 }
 
 // Attempt is the test RunAttempt: Running, a grant of 10 model requests and
@@ -172,6 +177,9 @@ func Start(t testing.TB, o Options) *Env {
 	}
 	if o.PodWait <= 0 {
 		o.PodWait = time.Second
+	}
+	if o.AuditLog == nil {
+		o.AuditLog = io.Discard
 	}
 	e.opts = o
 	e.Client = fake.NewClientBuilder().
@@ -271,6 +279,8 @@ func (e *Env) startGateway(flush time.Duration) {
 		Log:           e.opts.Log,
 
 		DurableAdmission: e.opts.DurableAdmission,
+		Interceptors:     e.opts.Interceptors,
+		AuditLog:         e.opts.AuditLog,
 	})
 	if err != nil {
 		e.T.Fatal(err)
