@@ -27,6 +27,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"flag"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -75,6 +76,9 @@ func main() {
 		durableAdmission                   bool
 		qps                                float64
 		burst                              int
+		auditLog, namespace                string
+		rateLimit                          float64
+		rateBurst                          int
 	)
 	flag.StringVar(&listen, "listen", ":8443", "Address the gateway serves agents on (TLS).")
 	flag.StringVar(&certDir, "tls-cert-dir", "", "Directory holding the serving certificate (cert-manager's Secret). "+
@@ -98,6 +102,12 @@ func main() {
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Client-side QPS limit for requests to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Client-side burst for requests to the API server.")
 	zopts := zap.Options{}
+	flag.StringVar(&auditLog, "audit-log", "-",
+		"Where the audit interceptor writes its JSON lines: - for stdout, or a file path (appended).")
+	flag.StringVar(&namespace, "namespace", os.Getenv("POD_NAMESPACE"),
+		"The gateway's namespace: a tool server's Service without a namespace is looked up there.")
+	flag.Float64Var(&rateLimit, "rate-limit", 20, "The rate_limit interceptor's tool calls per second per identity.")
+	flag.IntVar(&rateBurst, "rate-burst", 40, "The rate_limit interceptor's burst per identity.")
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
@@ -117,7 +127,21 @@ func main() {
 		setupLog.Error(err, "Could not create the manager")
 		os.Exit(1)
 	}
+	var audit io.Writer = os.Stdout
+	if auditLog != "-" && auditLog != "" {
+		f, err := os.OpenFile(auditLog, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
+		if err != nil {
+			setupLog.Error(err, "Could not open the audit log", "path", auditLog)
+			os.Exit(1)
+		}
+		defer func() { _ = f.Close() }()
+		audit = f
+	}
 	gw, err := gateway.New(gateway.Options{
+		AuditLog:        audit,
+		Namespace:       namespace,
+		RateLimit:       rateLimit,
+		RateBurst:       rateBurst,
 		Client:          mgr.GetClient(),
 		APIReader:       mgr.GetAPIReader(),
 		Authenticator:   &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL},
