@@ -2,12 +2,15 @@
 # Copyright 2026. Licensed under the Apache License, Version 2.0.
 #
 # Tests the gateway's non-Go clients against the protocol conformance gateway
-# (test/conformance): the Python SDK (sdk/python), the openai (PyPI) examples
-# and the openai (npm) examples. Idempotent; needs only Go, Node 20 and
+# (test/conformance): the Python SDK (sdk/python), the openai (PyPI) examples,
+# the openai (npm) examples and the @openai/agents (npm) agent. Idempotent;
+# needs only Go, Node 20 and
 # Python 3.11 with pip, and the package registries:
 #   - bin/venv: a virtualenv with examples/openai-python/requirements.txt
 #     (hash-pinned, pip install --require-hashes) and sdk/python (editable);
-#   - examples/openai-ts/node_modules from the committed lockfile (npm ci).
+#   - examples/openai-ts/node_modules and examples/openai-agents-ts/node_modules
+#     from their committed lockfiles (npm ci; --prefer-offline, so a warm npm
+#     cache needs no registry).
 #
 #   hack/test-clients.sh            set up, then run every client's tests
 #   hack/test-clients.sh --setup    set up only (the e2e clients spec uses it)
@@ -37,14 +40,19 @@ setup_python() {
   echo "$want" > "$stamp"
 }
 
+node_examples=(examples/openai-ts examples/openai-agents-ts)
+
 setup_node() {
-  local lock=examples/openai-ts/package-lock.json mark=examples/openai-ts/node_modules/.package-lock.json
-  if [[ -f "$mark" && "$mark" -nt "$lock" ]]; then
-    log "node: examples/openai-ts/node_modules is up to date"
-    return
-  fi
-  log "node: npm ci in examples/openai-ts"
-  (cd examples/openai-ts && npm ci --no-audit --no-fund --loglevel=error)
+  local ex lock mark
+  for ex in "${node_examples[@]}"; do
+    lock="$ex/package-lock.json" mark="$ex/node_modules/.package-lock.json"
+    if [[ -f "$mark" && "$mark" -nt "$lock" ]]; then
+      log "node: $ex/node_modules is up to date"
+      continue
+    fi
+    log "node: npm ci in $ex"
+    (cd "$ex" && npm ci --prefer-offline --no-audit --no-fund --loglevel=error)
+  done
 }
 
 setup_server() {
@@ -62,5 +70,7 @@ log "pytest: sdk/python"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider sdk/python
 log "pytest: examples/openai-python"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider examples/openai-python/tests
-log "node --test: examples/openai-ts"
-(cd examples/openai-ts && npm test --silent)
+for ex in "${node_examples[@]}"; do
+  log "node --test: $ex"
+  (cd "$ex" && npm test --silent)
+done

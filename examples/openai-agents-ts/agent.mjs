@@ -17,7 +17,7 @@ import {
   Agent, MaxTurnsExceededError, OpenAIChatCompletionsModel, run,
   setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled,
 } from '@openai/agents';
-import { gatewayMcpServer, openaiClient, runGoal } from './gateway.mjs';
+import { finishRun, gatewayMcpServer, openaiClient, runGoal } from './gateway.mjs';
 
 // No internet: nothing to export traces to. And the gateway serves Chat Completions only.
 setTracingDisabled(true);
@@ -27,6 +27,8 @@ setDefaultOpenAIClient(client);
 
 const modelName = process.env.AGENTRUN_MODEL || 'scripted';
 const maxTurns = Number(process.env.AGENTRUN_MAX_TURNS || 20);
+// AGENTRUN_SETTLE=0: end without proposing finish and settling (not under the operator).
+const settle = process.env.AGENTRUN_SETTLE !== '0';
 
 /** @param {string} line @param {number} code @returns {never} */
 function die(line, code) {
@@ -37,6 +39,9 @@ function die(line, code) {
 const goal = await runGoal().catch((e) => die(`agent: cannot read the goal: ${e.message}`, 1));
 const tools = gatewayMcpServer();
 await tools.connect().catch((e) => die(`agent: cannot reach the gateway's MCP door: ${e.message}`, 1));
+// What the door serves in this mode (ReadOnly and Plan list no writes), as MCP names them.
+const listed = await tools.listTools().catch((e) => die(`agent: cannot list the MCP door's tools: ${e.message}`, 1));
+console.log(`agent: tools ${JSON.stringify(listed.map((t) => t.name))}`);
 
 const agent = new Agent({
   name: 'agentrun research agent',
@@ -53,6 +58,10 @@ try {
   console.log(`agent: goal ${JSON.stringify(goal)}, model ${modelName}, max ${maxTurns} turns`);
   const result = await run(agent, goal, { maxTurns });
   console.log(result.finalOutput ?? '');
+  if (settle) {
+    const s = await finishRun();
+    console.log(`agent: settled ${s.settlement} (${s.blocksCommitted}/${s.blocksPlanned} sections)`);
+  }
 } catch (e) {
   if (e instanceof OpenAI.APIError) {
     // The gateway's refusal, OpenAI-shaped: {"error": {"type", "code", "message", "param"}}.

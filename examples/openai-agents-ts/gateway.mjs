@@ -94,3 +94,28 @@ export async function runGoal() {
   if (!resp.ok) throw new Error(`GET /agentrun/v1/self: HTTP ${resp.status}: ${JSON.stringify(body)}`);
   return body.goal;
 }
+
+/**
+ * POST path (under /agentrun/v1/self) with an empty JSON body; the answer's JSON.
+ * @param {string} path @returns {Promise<any>}
+ */
+async function selfPost(path) {
+  const resp = await authorizedFetch(`${gatewayURL()}/agentrun/v1/self${path}`, {
+    method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}',
+  });
+  const body = await resp.json().catch(() => null);
+  if (!resp.ok) throw new Error(`POST /agentrun/v1/self${path}: HTTP ${resp.status}: ${JSON.stringify(body)}`);
+  return body;
+}
+
+/**
+ * The end of a run, which the operator needs and the MCP door cannot say:
+ * propose finish (POST /agentrun/v1/self/finish), then settle the
+ * publication from what report.publish wrote (POST /agentrun/v1/self/settle).
+ * A pod that exits without both is a failed attempt to the operator.
+ * @returns {Promise<{settlement: string, blocksPlanned: number, blocksCommitted: number}>}
+ */
+export async function finishRun() {
+  await selfPost('/finish');
+  return selfPost('/settle');
+}

@@ -49,6 +49,10 @@ test('calls the dotted MCP tools under _ names with the bearer token, gets refus
     });
     assert.equal(r.code, 0, `agent failed:\n${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /FINAL ANSWER/);
+    // It printed what tools/list gave it, and ended by proposing finish and settling.
+    assert.match(r.stdout, /agent: tools \[.*"report\.publish".*\]/);
+    assert.match(r.stdout, /agent: settled Complete/);
+    assert.deepEqual(gw.seen.requests.slice(-2).map((q) => q.path), ['/agentrun/v1/self/finish', '/agentrun/v1/self/settle']);
 
     // Every request, to either door, carried the token the file held at the time.
     assert.ok(gw.seen.requests.length > 0);

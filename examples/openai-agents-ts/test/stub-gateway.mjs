@@ -9,6 +9,7 @@
 //                              @modelcontextprotocol/sdk (server side), whose tools
 //                              have the catalogue's dotted names; GET/DELETE → 405
 //   GET  /agentrun/v1/self     {"goal": ...}
+//   POST /agentrun/v1/self/finish, /agentrun/v1/self/settle   (the agent's last two requests)
 // over HTTP, or HTTPS with a given key and certificate.
 // Every request must carry `Authorization: Bearer <the token file's contents>`
 // (checked against the file as it is when the request arrives; else 401); the
@@ -170,6 +171,12 @@ export async function startStubGateway({ tokenFile, script = 'tools', httpGetDel
       }
       if (path === '/agentrun/v1/self' && req.method === 'GET') {
         return json(res, 200, { run: 'stub-run', goal: 'Compare the replication models of open-source vector databases.' });
+      }
+      if (path === '/agentrun/v1/self/finish' && req.method === 'POST') {
+        return json(res, 200, { run: 'stub-run', finishProposed: true });
+      }
+      if (path === '/agentrun/v1/self/settle' && req.method === 'POST') {
+        return json(res, 200, { settlement: 'Complete', blocksPlanned: 1, blocksCommitted: 1 });
       }
       if (path === '/v1/chat/completions' && req.method === 'POST') {
         const body = await readBody(req);
