@@ -1,0 +1,60 @@
+// Copyright 2026. Licensed under the Apache License, Version 2.0.
+//
+// agent.mjs against the gateway's protocol conformance server
+// (test/conformance/server): a real agentrun-gateway in front of one attempt,
+// over HTTPS with its own CA, playing the operator's part. Its model is the
+// scripted upstream's default (one answer, no tool calls), so the agent
+// connects to the MCP door, lists its tools, gets its final answer from the
+// model door, proposes finish and settles. Needs Go, or the built server in
+// $AGENTRUN_CONFORMANCE_SERVER (hack/test-clients.sh sets it).
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const exampleDir = dirname(dirname(fileURLToPath(import.meta.url)));
+const repoRoot = join(exampleDir, '..', '..');
+
+async function startServer(args = []) {
+  const bin = process.env.AGENTRUN_CONFORMANCE_SERVER;
+  const proc = bin
+    ? spawn(bin, args, { stdio: ['pipe', 'pipe', 'inherit'] })
+    : spawn('go', ['run', './test/conformance/server', ...args], { cwd: repoRoot, stdio: ['pipe', 'pipe', 'inherit'] });
+  const it = createInterface({ input: proc.stdout })[Symbol.asyncIterator]();
+  const first = await it.next();
+  if (first.done) throw new Error('the conformance server exited without a manifest');
+  return {
+    manifest: JSON.parse(first.value),
+    async status() {
+      proc.stdin.write('{"status":true}\n');
+      return JSON.parse((await it.next()).value);
+    },
+    async close() {
+      proc.stdin.end();
+      await new Promise((resolve) => (proc.exitCode !== null ? resolve(undefined) : proc.on('exit', resolve)));
+    },
+  };
+}
+
+test('agent.mjs on the conformance gateway: both doors over HTTPS, then finish and settle', async () => {
+  const server = await startServer();
+  try {
+    const env = { ...process.env, ...server.manifest.env, AGENTRUN_MODEL: server.manifest.model };
+    delete env.NODE_EXTRA_CA_CERTS; // the agent trusts $AGENTRUN_GATEWAY_CA_FILE alone
+    const out = spawnSync(process.execPath, [join(exampleDir, 'agent.mjs')], { env, encoding: 'utf8', timeout: 120_000 });
+    assert.equal(out.status, 0, `agent.mjs exited ${out.status}:\n${out.stdout}\n${out.stderr}`);
+    assert.match(out.stdout, /agent: tools \[.*"notes\.write".*\]/);
+    assert.match(out.stdout, /agent: tools \[.*"report\.publish".*\]/);
+    assert.match(out.stdout, /fake upstream/); // the model door's answer
+    assert.match(out.stdout, /agent: settled None \(0\/0 sections\)/);
+    const { status } = await server.status();
+    assert.equal(status.finishProposed, true, out.stdout);
+    assert.equal(status.publication.settled, true);
+    assert.equal(status.publication.settlement, 'None');
+    assert.equal(status.usage.modelRequests, 1);
+  } finally {
+    await server.close();
+  }
+});
