@@ -102,9 +102,9 @@ bench: bench-gateway ## Benchmark agentrun against the Kubernetes Job controller
 	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go run ./test/bench $(BENCH_ARGS)
 
 .PHONY: bench-gateway
-bench-gateway: ## Benchmark the gateway's model door: added latency, CPU and RSS, the grant race (docs/benchmarks-gateway.md).
+bench-gateway: ## Benchmark the gateway's model door (added latency, CPU and RSS, the grant race) and tool door (added latency, chain, write-ahead on a fake and a real API server) (docs/benchmarks-gateway.md).
 	go build -o bin/gateway-bench ./test/bench/gateway
-	bin/gateway-bench $(GATEWAY_BENCH_ARGS)
+	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION) || true)}" bin/gateway-bench $(GATEWAY_BENCH_ARGS)
 
 .PHONY: lint
 lint: golangci-lint ## Run golangci-lint linter

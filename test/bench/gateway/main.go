@@ -18,14 +18,18 @@ limitations under the License.
 // adds beside a direct call to the same fake upstream (fixed latency), at
 // fixed request rates, non-streaming and streaming (time to first token); its
 // CPU and memory per 1,000 requests and per 100 concurrent streams; and that
-// no request is served beyond a grant when thousands race the limit.
+// no request is served beyond a grant when thousands race the limit. Then
+// its tool door (tooldoor.go): the latency the MCP door adds beside a direct
+// call to the same tool server, with and without the interceptor chain, and
+// the write-ahead cost of a Write call.
 //
 // The gateway runs as its own process (this binary with --serve), in front
 // of an in-memory API server (controller-runtime's fake client; the model
 // path never waits on the API server: facts are coalesced), so its CPU and
 // RSS are its own. The upstream runs in the driver process.
 //
-//	go run ./test/bench/gateway            (part of make bench)
+//	make bench-gateway                     (part of make bench; sets KUBEBUILDER_ASSETS)
+//	go run ./test/bench/gateway            (the tool door's real API server rows need KUBEBUILDER_ASSETS)
 package main
 
 import (
@@ -74,7 +78,19 @@ func main() {
 	raceN := flag.Int("race-requests", 10000, "requests racing the grant")
 	raceClients := flag.Int("race-clients", 32, "concurrent clients racing the grant")
 	out := flag.String("out", "docs/benchmarks-gateway", "report path without extension (.md and .json are written)")
+	serveTools := flag.String("serve-tools", "", "internal: serve the tool door's gateway, its tool server at this MCP URL")
+	kubeconfig := flag.String("tools-kubeconfig", "", "internal: with --serve-tools, the API server (default: in-memory)")
+	doors := flag.String("doors", "model,tools", "the doors to benchmark (model, tools)")
+	toolRate := flag.Int("tool-rate", 200, "the tool door's call rate (calls per second)")
+	toolDuration := flag.Duration("tool-duration", 5*time.Second, "length of each of the tool door's fixed-rate measurements")
 	flag.Parse()
+	if *serveTools != "" {
+		if err := serveToolGateway(*serveTools, *kubeconfig); err != nil {
+			fmt.Fprintln(os.Stderr, "gateway bench tool server:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if *serve != "" {
 		if err := serveGateway(*serve, *raceGrant, *durable); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway bench server:", err)
@@ -82,7 +98,9 @@ func main() {
 		}
 		return
 	}
-	if err := drive(*latency, *duration, *rates, *raceN, *raceClients, *raceGrant, *durable, *out); err != nil {
+	run := doorSet{model: strings.Contains(*doors, "model"), tools: strings.Contains(*doors, "tools"),
+		toolRate: *toolRate, toolDuration: *toolDuration}
+	if err := drive(*latency, *duration, *rates, *raceN, *raceClients, *raceGrant, *durable, *out, run); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway bench:", err)
 		os.Exit(1)
 	}
@@ -135,12 +153,17 @@ type server struct {
 }
 
 func startServer(upstreamURL string, raceGrant int64, durableAdmission bool) (*server, error) {
+	return startChild("--serve="+upstreamURL, "--race-grant="+strconv.FormatInt(raceGrant, 10),
+		"--durable-admission="+strconv.FormatBool(durableAdmission))
+}
+
+// startChild starts this binary with args as a gateway child process.
+func startChild(args ...string) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
-	cmd := exec.Command(self, "--serve="+upstreamURL, "--race-grant="+strconv.FormatInt(raceGrant, 10),
-		"--durable-admission="+strconv.FormatBool(durableAdmission))
+	cmd := exec.Command(self, args...)
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -279,17 +302,45 @@ func pct(l []time.Duration, p float64) float64 {
 	return float64(s[max(i, 0)]) / float64(time.Millisecond)
 }
 
-func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool, out string) error {
+// doorSet says which doors drive benchmarks.
+type doorSet struct {
+	model, tools bool
+	toolRate     int
+	toolDuration time.Duration
+}
+
+func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool, out string, run doorSet) error {
+	rep := report{Machine: machine(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
+	if run.model {
+		m, err := driveModel(latency, d, ratesFlag, raceN, raceClients, raceGrant, durable)
+		if err != nil {
+			return err
+		}
+		m.Machine, m.Date = rep.Machine, rep.Date
+		rep = m
+	}
+	if run.tools {
+		t, err := driveToolDoor(run.toolRate, run.toolDuration, os.Getenv("KUBEBUILDER_ASSETS"))
+		if err != nil {
+			return err
+		}
+		rep.ToolDoor = t
+	}
+	return rep.write(out)
+}
+
+// driveModel benchmarks the model door.
+func driveModel(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool) (report, error) {
 	up := &upstream.Server{Latency: latency}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return err
+		return report{}, err
 	}
 	go func() { _ = http.Serve(ln, up) }()
 	upURL := "http://" + ln.Addr().String()
 	srv, err := startServer(upURL+"/v1", raceGrant, durable)
 	if err != nil {
-		return err
+		return report{}, err
 	}
 	defer srv.stop()
 	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}}
@@ -303,7 +354,7 @@ func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, r
 	for rs := range strings.SplitSeq(ratesFlag, ",") {
 		rate, err := strconv.Atoi(strings.TrimSpace(rs))
 		if err != nil {
-			return err
+			return report{}, err
 		}
 		for _, stream := range []bool{false, true} {
 			name := "non-streaming (full answer)"
@@ -336,7 +387,7 @@ func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, r
 		Results: results, StreamsRSSMiB: concurrentRSS, StreamsCPUms: concurrentCPU,
 		RaceRequests: raceN, RaceClients: raceClients, RaceGrant: raceGrant, RaceServed: served, RaceRefused: refused, RaceOther: other, RaceDispatched: dispatched,
 		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), DurableAdmission: durable}
-	return rep.write(out)
+	return rep, nil
 }
 
 // streams holds 100 streaming requests open at once through the gateway
@@ -414,6 +465,8 @@ type report struct {
 	RaceOther         int64    `json:"raceOther"`
 	RaceDispatched    int64    `json:"raceDispatchedUpstream"`
 	DurableAdmission  bool     `json:"durableAdmission"`
+	// ToolDoor is the tool door's part (tooldoor.go).
+	ToolDoor *toolReport `json:"toolDoor,omitempty"`
 }
 
 func machine() string {
@@ -438,28 +491,38 @@ func (r report) write(out string) error {
 		return err
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# Benchmark: agentrun-gateway's model door\n\n")
-	fmt.Fprintf(&b, "Written by `go run ./test/bench/gateway` (part of `make bench`) on %s; %s. ", r.Date, r.Machine)
-	fmt.Fprintf(&b, "The gateway is its own process in front of an in-memory API server (the model path never waits on it: "+
+	fmt.Fprintf(&b, "# Benchmark: agentrun-gateway's model door and tool door\n\n")
+	fmt.Fprintf(&b, "Written by `make bench-gateway` (`go run ./test/bench/gateway`; part of `make bench`) on %s; %s.\n\n", r.Date, r.Machine)
+	if len(r.Results) > 0 {
+		r.writeModel(&b)
+	}
+	if r.ToolDoor != nil {
+		r.ToolDoor.markdown(&b)
+	}
+	return os.WriteFile(out+".md", []byte(b.String()), 0o644)
+}
+
+func (r report) writeModel(b *strings.Builder) {
+	fmt.Fprintf(b, "## The model door (OpenAI-compatible, `/v1`)\n\n")
+	fmt.Fprintf(b, "The gateway is its own process in front of an in-memory API server (the model path never waits on it: "+
 		"counts are written coalesced, or with --durable-admission (%t here) before each dispatch, sharing a write "+
 		"with concurrent admissions: against a real API server that adds one status write's latency); the fake upstream "+
 		"answers after a fixed %.0f ms and runs in the driver. "+
 		"Every request is timed from the driver; *added* is the gateway's percentile minus the direct call's, at the same "+
 		"open-loop rate, for %s each.\n\n", r.DurableAdmission, r.UpstreamLatencyMs, r.Duration)
-	fmt.Fprintf(&b, "| measure | rate (req/s) | requests | direct p50 / p99 (ms) | via gateway p50 / p99 (ms) | **added p50 / p99 (ms)** | gateway CPU per 1,000 req (ms) | gateway RSS (MiB) | errors |\n")
-	fmt.Fprintf(&b, "|---|---|---|---|---|---|---|---|---|\n")
+	fmt.Fprintf(b, "| measure | rate (req/s) | requests | direct p50 / p99 (ms) | via gateway p50 / p99 (ms) | **added p50 / p99 (ms)** | gateway CPU per 1,000 req (ms) | gateway RSS (MiB) | errors |\n")
+	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|\n")
 	for _, x := range r.Results {
-		fmt.Fprintf(&b, "| %s | %d | %d | %.2f / %.2f | %.2f / %.2f | **%.2f / %.2f** | %.0f | %.1f | %d |\n",
+		fmt.Fprintf(b, "| %s | %d | %d | %.2f / %.2f | %.2f / %.2f | **%.2f / %.2f** | %.0f | %.1f | %d |\n",
 			x.Name, x.Rate, x.Requests, x.DirectP50, x.DirectP99, x.GwP50, x.GwP99, x.AddedP50, x.AddedP99, x.CPUPer1k, x.RSSMiB, x.Errors)
 	}
-	fmt.Fprintf(&b, "\n100 concurrent streams held open through the gateway: peak RSS %.1f MiB, %.0f ms of gateway CPU in all.\n\n",
+	fmt.Fprintf(b, "\n100 concurrent streams held open through the gateway: peak RSS %.1f MiB, %.0f ms of gateway CPU in all.\n\n",
 		r.StreamsRSSMiB, r.StreamsCPUms)
 	verdict := "**none served beyond the grant**"
 	if r.RaceServed != r.RaceGrant || r.RaceDispatched != r.RaceGrant {
 		verdict = fmt.Sprintf("**%d served against a grant of %d**", r.RaceServed, r.RaceGrant)
 	}
-	fmt.Fprintf(&b, "Grant race: %d requests from %d concurrent clients against a grant of %d model requests: %d served, %d refused "+
+	fmt.Fprintf(b, "Grant race: %d requests from %d concurrent clients against a grant of %d model requests: %d served, %d refused "+
 		"with 429 `grant_exhausted`, %d other; the upstream received %d — %s.\n\n", r.RaceRequests, r.RaceClients, r.RaceGrant, r.RaceServed, r.RaceRefused, r.RaceOther, r.RaceDispatched, verdict)
-	fmt.Fprintf(&b, "Anchors: agentgateway reports p99 0.44 ms added at 3,000 QPS; LiteLLM p99 30.6 ms. Target: added p99 under 1 ms at 1,000 requests/s.\n")
-	return os.WriteFile(out+".md", []byte(b.String()), 0o644)
+	fmt.Fprintf(b, "Anchors: agentgateway reports p99 0.44 ms added at 3,000 QPS; LiteLLM p99 30.6 ms. Target: added p99 under 1 ms at 1,000 requests/s.\n\n")
 }
