@@ -45,6 +45,8 @@ import (
 
 type keeperKey struct{}
 
+type httpRequestKey struct{}
+
 func keeperFrom(ctx context.Context) *keeper {
 	k, _ := ctx.Value(keeperKey{}).(*keeper)
 	return k
@@ -63,6 +65,15 @@ func (g *Gateway) mcpHandler() http.Handler {
 			k := keeperFrom(ctx)
 			if k == nil {
 				return next(ctx, method, req)
+			}
+			// A stateless session's request context does not end with the
+			// HTTP request on every protocol version: tie it to the request,
+			// so a client that leaves withdraws its approval wait.
+			if hr, ok := ctx.Value(httpRequestKey{}).(context.Context); ok {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(hr, cancel)()
 			}
 			switch method {
 			case "tools/list":
@@ -86,6 +97,7 @@ func (g *Gateway) mcpHandler() http.Handler {
 	})
 	return g.attempt("mcp", func(w http.ResponseWriter, r *http.Request, k *keeper) {
 		ctx := context.WithValue(r.Context(), keeperKey{}, k)
+		ctx = context.WithValue(ctx, httpRequestKey{}, r.Context())
 		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenKey{}, bearer(r))))
 	})
 }
@@ -212,7 +224,13 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		k.refusal(e, "tool/"+name)
 		return refusedResult(e, nil)
 	}
-	agentContext, _ := p.Meta[gatewayapi.MetaContext].(string)
+	// An agent that declares its calls' context (the SDK does, even when
+	// empty) fingerprints them itself; for one that knows nothing of
+	// fingerprints, the context is the conversation the gateway forwarded.
+	agentContext, declared := p.Meta[gatewayapi.MetaContext].(string)
+	if !declared {
+		agentContext = k.conversationContext()
+	}
 	ch, err := k.interceptors()
 	if err != nil {
 		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused,
@@ -260,7 +278,7 @@ func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[stri
 		canon = []byte("{}")
 	}
 	call, entry, e := k.admitCall(ctx, callRequest{
-		tool: t.entry.Name, canon: canon, context: k.callContext(agentContext), summary: summarize(args), untilExpiry: true,
+		tool: t.entry.Name, canon: canon, context: agentContext, summary: summarize(args), untilExpiry: true,
 	})
 	if e != nil {
 		k.refusal(e, "tool/"+t.entry.Name)
@@ -271,7 +289,7 @@ func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[stri
 		return refusedResult(e, meta), "refused"
 	}
 	res, o := k.dispatch(ctx, t, call, args)
-	k.settleCall(call, entry, o)
+	k.settleCall(ctx, call, entry, o)
 	if res.Meta == nil {
 		res.Meta = mcp.Meta{}
 	}
@@ -344,17 +362,18 @@ func (k *keeper) dispatch(ctx context.Context, t doorTool, call *gatewayapi.Tool
 // the write-ahead record, an unknown one keeps it, marked Unknown, so the
 // call is never dispatched again (and the operator does not recover an
 // attempt that holds it without an idempotency key).
-func (k *keeper) settleCall(call *gatewayapi.ToolCall, entry v1alpha1.Tool, o callOutcome) {
+//
+// For a side effect the record's change is durable before the answer: an
+// attempt that ends right after must not be judged on a stale record.
+func (k *keeper) settleCall(ctx context.Context, call *gatewayapi.ToolCall, entry v1alpha1.Tool, o callOutcome) {
 	k.mu.Lock()
-	defer k.mu.Unlock()
 	delete(k.calls, call.ID)
-	urgent := false
+	urgent := entry.Effect != v1alpha1.EffectNone
 	if o.unknown && entry.Effect != v1alpha1.EffectNone {
 		for i := range k.facts.inFlight {
 			if k.facts.inFlight[i].ID == call.ID {
 				k.facts.inFlight[i].Outcome = v1alpha1.OutcomeUnknown
 				k.facts.inFlight[i].Message = textutil.Truncate(o.message, 512)
-				urgent = true
 			}
 		}
 	} else {
@@ -365,21 +384,24 @@ func (k *keeper) settleCall(call *gatewayapi.ToolCall, entry v1alpha1.Tool, o ca
 			textutil.Truncate(fmt.Sprintf("%s: %s", call.Tool, o.message), 512))
 	}
 	k.markLocked(urgent)
+	target := k.seq
+	k.mu.Unlock()
+	if urgent {
+		if err := k.waitWritten(context.WithoutCancel(ctx), target); err != nil {
+			k.log.Error(err, "The outcome of a side effect is not yet durable; it is written with the next flush", "call", call.ID)
+		}
+	}
 }
 
-// callContext is a door call's fingerprint context: the agent's own (from
-// _meta), and the conversation the gateway forwarded last for the attempt.
-func (k *keeper) callContext(agentContext string) string {
+// conversationContext is the context of a door call whose agent declares
+// none: the conversation the gateway forwarded last for the attempt.
+func (k *keeper) conversationContext() string {
 	k.mu.Lock()
-	conv := k.conv
-	k.mu.Unlock()
-	switch {
-	case conv == "":
-		return agentContext
-	case agentContext == "":
-		return "conversation:" + conv
+	defer k.mu.Unlock()
+	if k.conv == "" {
+		return ""
 	}
-	return agentContext + "\nconversation:" + conv
+	return "conversation:" + k.conv
 }
 
 // interceptors returns the attempt's interceptor chain.

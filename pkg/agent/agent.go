@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"net/http"
 	"slices"
 	"sync"
@@ -53,8 +54,14 @@ type Tool struct {
 	// permission matrix and approvals, counted the call and, for a
 	// side-effecting tool, persisted the write-ahead record before Run is
 	// called; the Pre and Around interceptors have run. Returning a
-	// FaultError (see Failure) names the fault's kind.
+	// FaultError (see Failure) names the fault's kind. When the policy's
+	// catalogue says the gateway serves the tool (a built-in or a tool
+	// server's tool), the call goes through the gateway's tool door and Run
+	// is not called.
 	Run func(ctx context.Context, call *Call) (string, error)
+	// Done, when set, sees the result of a successful call the gateway
+	// served (local bookkeeping: what was noted, fetched or published).
+	Done func(ctx context.Context, call *Call, result string)
 }
 
 // Agent is the SDK's handle on one attempt, a client of the gateway: it
@@ -86,7 +93,10 @@ type Agent struct {
 	view     gatewayapi.Attempt
 	haveView bool
 	callSeq  int64
-	wake     chan struct{}
+
+	doorMu      sync.Mutex
+	doorSession *mcp.ClientSession
+	wake        chan struct{}
 
 	finalizing       chan struct{}
 	finalizingClosed bool
@@ -154,8 +164,8 @@ func (a *Agent) RegisterTool(t Tool) error {
 		return fmt.Errorf("agent: tool %q registered after Start", t.Name)
 	case t.Name == "":
 		return errors.New("agent: tool without a name")
-	case t.Run == nil:
-		return fmt.Errorf("agent: tool %q has no Run", t.Name)
+	case t.Run == nil && t.Done == nil:
+		return fmt.Errorf("agent: tool %q has neither Run (a tool the agent runs) nor Done (one the gateway serves)", t.Name)
 	}
 	if _, dup := a.tools[t.Name]; dup {
 		return fmt.Errorf("agent: tool %q registered twice", t.Name)
@@ -286,6 +296,12 @@ func (a *Agent) Close(ctx context.Context) error {
 		a.cancelRun(ErrClosed)
 		a.markClosed()
 		a.wg.Wait()
+		a.doorMu.Lock()
+		if a.doorSession != nil {
+			_ = a.doorSession.Close()
+			a.doorSession = nil
+		}
+		a.doorMu.Unlock()
 	})
 	return nil
 }

@@ -152,7 +152,18 @@ func (a *Agent) CallTool(ctx context.Context, name string, args any, opts ...Cal
 	if i := slices.IndexFunc(a.view.Tools, func(t v1alpha1.Tool) bool { return t.Name == name }); i >= 0 {
 		call.Effect, call.Risk = a.view.Tools[i].Effect, a.view.Tools[i].Risk
 	}
+	served := doorServes(a.view.Tools, name)
 	a.mu.Unlock()
+	if served {
+		// The gateway admits, dispatches and records the call.
+		return a.intercept(ctx, call, func(ctx context.Context) (string, error) {
+			res, err := a.callDoor(ctx, call, o.context)
+			if err == nil && registered && tool.Done != nil {
+				tool.Done(ctx, call, res)
+			}
+			return res, err
+		})
+	}
 	if !registered {
 		err := a.refused(ErrUnknownTool, call, "", fmt.Sprintf("tool %q is not registered with this agent", name))
 		_ = a.RecordFault(ctx, v1alpha1.FaultScopeAgent, "UnknownTool", false, err.Error())
@@ -276,6 +287,9 @@ func (a *Agent) recordFault(scope v1alpha1.FaultScope, kind string, retryable bo
 }
 
 func safeTool(ctx context.Context, t Tool, call *Call) (res string, err error) {
+	if t.Run == nil {
+		return "", Failure("NotServed", false, fmt.Errorf("tool %s has no Run and the gateway does not serve it (no tools[].server in the policy)", t.Name))
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			err = Failure("Panic", false, fmt.Errorf("tool %s panicked: %v", t.Name, r))

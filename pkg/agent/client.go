@@ -69,8 +69,10 @@ func sentinelOf(code string) error {
 		return ErrFinalizeOnly
 	case gatewayapi.CodePermissionDenied:
 		return ErrPermissionDenied
-	case gatewayapi.CodeApprovalDenied:
+	case gatewayapi.CodeApprovalDenied, gatewayapi.CodeApprovalExpired:
 		return ErrApprovalDenied
+	case gatewayapi.CodeInterceptorRefused:
+		return ErrInterceptorDenied
 	case gatewayapi.CodeUnknownTool:
 		return ErrUnknownTool
 	case gatewayapi.CodeRunTerminated:

@@ -88,25 +88,21 @@ func (e *env) status() v1.RunAttemptStatus { return e.Status() }
 
 func (e *env) tools(a *agent.Agent, ran *sync.Map) {
 	e.t.Helper()
+	mark := func(c *agent.Call) {
+		if ran != nil {
+			ran.Store(c.Name, true)
+		}
+	}
+	// notes.write and report.publish are the gateway's built-ins: the
+	// gateway runs them (Done sees the result); http.get is the agent's own.
+	done := func(_ context.Context, c *agent.Call, _ string) { mark(c) }
 	for _, t := range []agent.Tool{
 		{Name: "http.get", Run: func(_ context.Context, c *agent.Call) (string, error) {
-			if ran != nil {
-				ran.Store(c.Name, true)
-			}
+			mark(c)
 			return "page " + c.StringArg("url"), nil
 		}},
-		{Name: "notes.write", Run: func(_ context.Context, c *agent.Call) (string, error) {
-			if ran != nil {
-				ran.Store(c.Name, true)
-			}
-			return "noted", nil
-		}},
-		{Name: "report.publish", Output: true, Run: func(_ context.Context, c *agent.Call) (string, error) {
-			if ran != nil {
-				ran.Store(c.Name, true)
-			}
-			return "published " + c.StringArg("section"), nil
-		}},
+		{Name: "notes.write", Done: done},
+		{Name: "report.publish", Output: true, Done: done},
 	} {
 		e.g.Expect(a.RegisterTool(t)).To(Succeed())
 	}

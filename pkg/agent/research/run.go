@@ -556,7 +556,16 @@ func (r *runner) act(ctx context.Context, calls []ToolCall) (progress bool, err 
 		if tc.ID == "" {
 			tc.ID = fmt.Sprintf("call_%d", i)
 		}
-		res, cerr := r.ag.CallTool(withInjection(ctx, tc.inject), tc.Name, tc.Args)
+		var res string
+		var cerr error
+		if tc.inject != nil && r.ag.Served(tc.Name) {
+			// The gateway runs this tool: a scripted fault happens here,
+			// before the call is made.
+			cerr = r.injectedBefore(ctx, tc.Name, tc.inject)
+		}
+		if cerr == nil && !r.crashed.Load() {
+			res, cerr = r.ag.CallTool(withInjection(ctx, tc.inject), tc.Name, tc.Args)
+		}
 		if r.crashed.Load() {
 			return false, r.dead()
 		}

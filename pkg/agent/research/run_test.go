@@ -337,10 +337,11 @@ turns:
 	w2.g.Expect(w2.status().Publication.Settlement).To(Equal(v1.SettlementComplete))
 }
 
-// A crash while a side-effecting call is in flight leaves its write-ahead
-// record on the RunAttempt (the operator's evidence that the effect's
-// outcome is unknown) and the effect undone.
-func TestRunCrashWithSideEffectInFlight(t *testing.T) {
+// A scripted crash on a call the gateway serves happens before the call is
+// made: nothing is in flight (the gateway, not the agent, dispatches
+// report.publish, so an agent crash cannot leave its outcome unknown) and
+// nothing was published.
+func TestRunCrashBeforeAServedCall(t *testing.T) {
 	w := newWorld(t, nil)
 	cfg := w.config(`
 plan: [Summary]
@@ -352,11 +353,8 @@ turns:
 	w.g.Expect(w.run(cfg)).To(MatchError(ErrCrashed))
 	w.g.Expect(code).To(Equal(137))
 	s := w.status()
-	w.g.Expect(s.InFlight).To(ConsistOf(And(
-		HaveField("Tool", ToolReportPublish),
-		HaveField("Effect", v1.EffectExternal),
-		HaveField("IdempotencyKey", ""), // not idempotent per the catalogue: unsafe to replay
-	)))
+	w.g.Expect(s.InFlight).To(BeEmpty())
+	w.g.Expect(s.Usage.ToolCalls).To(BeZero(), "the call was never made")
 	w.g.Expect(w.report().Data).NotTo(HaveKey("01-summary.md"), "the effect never happened")
 	w.g.Expect(w.index().Sections).To(ConsistOf(HaveField("Published", false)))
 }

@@ -29,6 +29,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 )
 
@@ -153,6 +154,19 @@ func (r *runner) injected(ctx context.Context) error {
 	return nil
 }
 
+// injectedBefore applies a scripted fault to a call the gateway serves:
+// a crash, or a failure reported as the tool's fault (the call is not made).
+func (r *runner) injectedBefore(ctx context.Context, tool string, inj *CallInjection) error {
+	err := r.injected(withInjection(ctx, inj))
+	var fe *agent.FaultError
+	if err != nil && !r.crashed.Load() && errors.As(err, &fe) {
+		if rerr := r.ag.RecordFault(ctx, v1alpha1.FaultScopeTool, fe.Kind, fe.Retryable, tool+": "+err.Error()); rerr != nil {
+			r.log.Error(rerr, "Could not report a fault", "tool", tool)
+		}
+	}
+	return err
+}
+
 // Tool argument names.
 const (
 	argSection = "section"
@@ -180,12 +194,30 @@ func (r *runner) tools() []agent.Tool {
 			Parameters: schema([]string{argText},
 				[2]string{argSection, "report section the note is for"}, [2]string{argText, "the finding"}),
 			Run: r.notesWrite,
+			Done: func(_ context.Context, call *agent.Call, _ string) {
+				// The gateway noted it in the run's notes; keep the local copy
+				// the report is written from.
+				text := strings.TrimSpace(call.StringArg(argText))
+				if added, _, _ := r.notes.add(call.StringArg(argSection), text); added {
+					r.mu.Lock()
+					r.newNotes++
+					r.mu.Unlock()
+				}
+			},
 		},
 		{
 			Name:        ToolHTTPGet,
 			Description: "Fetch a web page from an allow-listed host; returns the status and up to 64 KiB of the body.",
 			Parameters:  schema([]string{argURL}, [2]string{argURL, "an http(s) URL"}),
 			Run:         r.httpGet,
+			Done: func(_ context.Context, call *agent.Call, _ string) {
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				if u := call.StringArg(argURL); !r.fetched[u] && len(r.fetched) < maxNotes {
+					r.fetched[u] = true
+					r.newPages++
+				}
+			},
 		},
 		{
 			Name:        ToolReportPublish,
@@ -194,6 +226,16 @@ func (r *runner) tools() []agent.Tool {
 				[2]string{argSection, "a planned section title"}, [2]string{argContent, "the section's text (Markdown)"}),
 			Output: true,
 			Run:    r.reportPublish,
+			Done: func(_ context.Context, call *agent.Call, _ string) {
+				section := strings.TrimSpace(call.StringArg(argSection))
+				r.mu.Lock()
+				defer r.mu.Unlock()
+				for _, s := range r.plan {
+					if strings.EqualFold(s, section) {
+						r.published[s] = true
+					}
+				}
+			},
 		},
 	}
 }
