@@ -129,25 +129,20 @@ func main() {
 	}
 	var audit io.Writer = os.Stdout
 	if auditLog != "-" && auditLog != "" {
-		f, err := os.OpenFile(auditLog, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
-		if err != nil {
-			setupLog.Error(err, "Could not open the audit log", "path", auditLog)
-			os.Exit(1)
-		}
-		defer func() { _ = f.Close() }()
-		audit = f
+		audit = &appendFile{path: auditLog}
 	}
 	gw, err := gateway.New(gateway.Options{
-		AuditLog:        audit,
-		Namespace:       namespace,
-		RateLimit:       rateLimit,
-		RateBurst:       rateBurst,
-		Client:          mgr.GetClient(),
-		APIReader:       mgr.GetAPIReader(),
-		Authenticator:   &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL},
-		FlushInterval:   flushInterval,
-		UpstreamTimeout: upstreamTimeout,
-		NodeName:        nodeName,
+		AuditLog:                 audit,
+		Namespace:                namespace,
+		RateLimit:                rateLimit,
+		RateBurst:                rateBurst,
+		Client:                   mgr.GetClient(),
+		APIReader:                mgr.GetAPIReader(),
+		Authenticator:            &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL},
+		InterceptorAuthenticator: &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, NoCache: true},
+		FlushInterval:            flushInterval,
+		UpstreamTimeout:          upstreamTimeout,
+		NodeName:                 nodeName,
 
 		DurableAdmission: durableAdmission,
 		Log:              ctrl.Log.WithName("gateway"),

@@ -81,6 +81,12 @@ type Options struct {
 	// Namespace is the gateway's namespace: a tool server's Service without
 	// a namespace is looked up there (default agentrun-system).
 	Namespace string
+	// InterceptorAuthenticator is what the auth interceptor re-checks a
+	// caller's token with (default Authenticator). The binary gives it a
+	// TokenReviewer without a cache: a fresh review per tool call, so a
+	// revoked token stops tool calls at once and a TokenReview outage fails
+	// the interceptor (closed) rather than being hidden by a cache.
+	InterceptorAuthenticator Authenticator
 	// Interceptors implement the policies' interceptor chains, by name
 	// (default: chain.Builtins — auth over Authenticator, rate_limit,
 	// redact and audit to AuditLog). Entries here are added to the
@@ -295,7 +301,11 @@ func (g *Gateway) janitor() {
 // token: the gateway's authenticator (TokenReview, cached briefly), whose
 // failure — the API server unreachable — fails the interceptor.
 func (g *Gateway) interceptorIdentity(ctx context.Context, token string) (string, error) {
-	id, err := g.opts.Authenticator.Authenticate(ctx, token)
+	a := g.opts.InterceptorAuthenticator
+	if a == nil {
+		a = g.opts.Authenticator
+	}
+	id, err := a.Authenticate(ctx, token)
 	if errors.Is(err, ErrUnauthenticated) {
 		return "", fmt.Errorf("%w: %w", chain.ErrTokenRejected, err)
 	}

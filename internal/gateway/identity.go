@@ -74,8 +74,10 @@ type TokenReviewer struct {
 	// Audience the token must be issued for (default gatewayapi.Audience).
 	Audience string
 	// TTL of a cached answer (default 10s). A revoked token (its pod
-	// deleted) is therefore accepted for at most TTL more.
-	TTL time.Duration
+	// deleted) is therefore accepted for at most TTL more. NoCache asks
+	// the API server every time (the auth interceptor's fresh check).
+	TTL     time.Duration
+	NoCache bool
 	// Clock (default real).
 	Clock clock.PassiveClock
 
@@ -112,7 +114,7 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Identit
 	sum := sha256.Sum256([]byte(token))
 	now := clk.Now()
 	t.mu.Lock()
-	if c, ok := t.cache[sum]; ok && now.Before(c.expires) {
+	if c, ok := t.cache[sum]; ok && now.Before(c.expires) && !t.NoCache {
 		t.mu.Unlock()
 		return c.id, nil
 	}
@@ -139,6 +141,9 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Identit
 		id.NodeName = v[0]
 	}
 
+	if t.NoCache {
+		return id, nil
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.cache == nil {
