@@ -23,10 +23,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -41,7 +39,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 	"github.com/agentrun-dev/agentrun/internal/toolserver"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
@@ -149,10 +146,7 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		Expect(cmd.Run()).To(Succeed())
 
 		By("starting a fake agentrun-tools: ticket.lookup answers, ticket.create hangs")
-		bin := filepath.Join(dir, "agentrun-tools")
-		Expect(stack.GoBuild(ctx, root, "./cmd/agentrun-tools", bin, GinkgoWriter)).To(Succeed())
-		config := filepath.Join(dir, "agents-sdk-fake-tools.yaml")
-		Expect(os.WriteFile(config, []byte(`tools:
+		toolsURL, callsURL = startFakeTools("agents-sdk", `tools:
 - name: ticket.lookup
   description: Look a ticket up.
   inputSchema: {type: object, properties: {id: {type: string}}, required: [id]}
@@ -161,22 +155,7 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
   description: Open a ticket in the tracker.
   inputSchema: {type: object, properties: {title: {type: string}}, required: [title]}
   behavior: {hang: true}
-`), 0o644)).To(Succeed())
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		Expect(err).NotTo(HaveOccurred())
-		addr := l.Addr().String()
-		Expect(l.Close()).To(Succeed())
-		tools := &stack.Operator{
-			Binary:     bin,
-			Args:       []string{"--listen=" + addr, "--http-get=false", "--fake-config=" + config},
-			Env:        []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
-			LogPath:    filepath.Join(dir, "logs", "agents-sdk-tools.log"),
-			HealthAddr: addr,
-		}
-		Expect(tools.Start()).To(Succeed())
-		DeferCleanup(func() { tools.Stop(10 * time.Second) })
-		Expect(tools.WaitReady(ctx, 30*time.Second)).To(Succeed())
-		toolsURL, callsURL = "http://"+addr+"/mcp", "http://"+addr+"/calls"
+`)
 
 		model = newConversationModel()
 		DeferCleanup(model.srv.Close)

@@ -21,7 +21,10 @@ package e2e
 import (
 	"errors"
 	"fmt"
+	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -38,6 +41,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -433,4 +438,32 @@ func (w *world) factsSettled(run string, n int) {
 		last = cur
 		return same
 	}, timeout, 500*time.Millisecond).Should(BeTrue(), "the facts of %s-%d kept changing", run, n)
+}
+
+// startFakeTools starts a fake agentrun-tools process with config (the
+// fake's YAML) for the rest of the container, and returns its MCP URL and
+// its GET /calls URL.
+func startFakeTools(name, config string) (mcpURL, callsURL string) {
+	GinkgoHelper()
+	bin := filepath.Join(dir, "agentrun-tools")
+	if _, err := os.Stat(bin); err != nil {
+		Expect(stack.GoBuild(ctx, root, "./cmd/agentrun-tools", bin, GinkgoWriter)).To(Succeed())
+	}
+	path := filepath.Join(dir, name+"-fake-tools.yaml")
+	Expect(os.WriteFile(path, []byte(config), 0o644)).To(Succeed())
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	Expect(err).NotTo(HaveOccurred())
+	addr := l.Addr().String()
+	Expect(l.Close()).To(Succeed())
+	tools := &stack.Operator{
+		Binary:     bin,
+		Args:       []string{"--listen=" + addr, "--http-get=false", "--fake-config=" + path},
+		Env:        []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")},
+		LogPath:    filepath.Join(dir, "logs", name+"-tools.log"),
+		HealthAddr: addr,
+	}
+	Expect(tools.Start()).To(Succeed())
+	DeferCleanup(func() { tools.Stop(10 * time.Second) })
+	Expect(tools.WaitReady(ctx, 30*time.Second)).To(Succeed())
+	return "http://" + addr + "/mcp", "http://" + addr + "/calls"
 }

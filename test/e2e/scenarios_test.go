@@ -20,6 +20,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"net/http"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -28,6 +29,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/toolserver"
 )
 
 // scriptFrom marks the ConfigMap holding an agent's script (world.run turns
@@ -124,12 +126,14 @@ turns:
   - {name: report.publish, args: {section: Replication, content: "Replication."}}
 - finish: true
 `
-	// Dies (exit 137, as a SIGKILL) on attempt 1 while a publish is in
-	// flight: after its write-ahead record is persisted, before its effect.
-	scriptCrashInPublish = `
+	// Opens a ticket on a tool server that never answers (the gateway's
+	// timeout leaves the outcome Unknown), then dies (exit 137, as a
+	// SIGKILL) on attempt 1.
+	scriptUnknownThenCrash = `
 plan: [Overview]
 turns:
 - tools: [{name: notes.write, args: {section: Overview, text: "o1"}}]
+- tools: [{name: ticket.create, args: {title: "disk full on node-3"}}]
 - tools:
   - {name: report.publish, args: {section: Overview, content: "Overview."}, crash: {exitCode: 137, onAttempt: 1}}
 - finish: true
@@ -246,9 +250,10 @@ var _ = Describe("Research runs with the reference agent", func() {
 		Expect(ra.Status.Faults).To(ContainElement(And(
 			HaveField("Scope", v1.FaultScopeTool), HaveField("Kind", "Timeout"),
 			HaveField("Count", BeEquivalentTo(1)), HaveField("Escalated", BeFalse()))))
-		// plan + 4 turns; the failed call is a tool call too.
+		// plan + 4 turns; the scripted failure happens before the call
+		// reaches the gateway, so it is a fault, not a tool call.
 		Expect(run.Status.Budget.Used.ModelRequests).To(BeEquivalentTo(5))
-		Expect(run.Status.Budget.Used.ToolCalls).To(BeEquivalentTo(3))
+		Expect(run.Status.Budget.Used.ToolCalls).To(BeEquivalentTo(2))
 		ledgerConsistent(w, run)
 		Expect(w.report("flaky").Data).To(HaveKeyWithValue("01-overview.md", "Written after a failed note."))
 	})
@@ -359,19 +364,35 @@ var _ = Describe("Research runs with the reference agent", func() {
 		Expect(w.report("killed").Data).To(HaveKey("02-replication.md"))
 	})
 
-	It("does not replay a non-idempotent publish whose outcome is unknown: UnsafeToRecover, no attempt 2", func() {
-		w := newWorld(nil)
-		w.script("script", scriptCrashInPublish)
+	It("does not replay a non-idempotent call whose outcome is unknown: UnsafeToRecover, no attempt 2", func() {
+		mcpURL, callsURL := startFakeTools("unsafe", `tools:
+- name: ticket.create
+  inputSchema: {type: object, properties: {title: {type: string}}, required: [title]}
+  behavior: {hang: true}
+`)
+		w := newWorld(func(p *v1.RuntimePolicy) {
+			p.Spec.ToolServers = []v1.ToolServer{{Name: "tracker", URL: mcpURL, Timeout: &metav1.Duration{Duration: 2 * time.Second}}}
+			p.Spec.Tools = append(p.Spec.Tools, v1.Tool{Name: "ticket.create", Server: "tracker", Risk: v1.RiskMedium, Effect: v1.EffectExternal})
+			p.Spec.AutoApprove = append(p.Spec.AutoApprove, "ticket.create")
+		})
+		w.script("script", scriptUnknownThenCrash)
 		w.run("unsafe", imageResearchAgent, agentArgs("script"), nil)
 		run := w.terminated("unsafe", v1.ReasonUnsafeToRecover, v1.SettlementNone)
 		Expect(w.phaseSequence("unsafe")).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseTerminated}))
 		Expect(w.attempts("unsafe")).To(Equal([]int{1}))
 		ra := w.attempt("unsafe", 1)
-		Expect(ra.Status.InFlight).To(ContainElement(And(
-			HaveField("Tool", "report.publish"), HaveField("IdempotencyKey", BeEmpty()))))
-		Expect(w.sections("unsafe")).To(BeEmpty(), "the effect never happened")
+		Expect(ra.Status.InFlight).To(ConsistOf(And(
+			HaveField("Tool", "ticket.create"), HaveField("IdempotencyKey", BeEmpty()),
+			HaveField("Outcome", v1.OutcomeUnknown))))
+		Expect(w.sections("unsafe")).To(BeEmpty(), "nothing was published after the crash")
 		ledgerConsistent(w, run)
 		Consistently(func() []int { return w.attempts("unsafe") }, 3*time.Second, 250*time.Millisecond).Should(Equal([]int{1}))
+		resp, err := http.Get(callsURL + "?tool=ticket.create")
+		Expect(err).NotTo(HaveOccurred())
+		defer func() { _ = resp.Body.Close() }()
+		var rep toolserver.CallsReport
+		Expect(json.NewDecoder(resp.Body).Decode(&rep)).To(Succeed())
+		Expect(rep.Total).To(Equal(1), "the call was dispatched once and never again")
 	})
 
 	It("cancels: Cancelled at once, no model request after the cancel, no finalization", func() {

@@ -130,7 +130,8 @@ def test_approval_pending_loop() -> None:
         def approve() -> None:  # as a user would: approve what the attempt awaits
             approved: set[str] = set()
             while not done.wait(0.05):
-                for action in server.status()["status"].get("awaitingApproval") or []:
+                for request in server.status()["status"].get("awaitingApproval") or []:
+                    action = request["actionID"]
                     if action not in approved:
                         server.command(approve=action)
                         approved.add(action)
