@@ -46,11 +46,9 @@ func research(ctx context.Context, cfg agent.Config, fetch func(url string) stri
 	_ = a.RegisterTool(agent.Tool{Name: "http.get", Run: func(_ context.Context, c *agent.Call) (string, error) {
 		return fetch(c.StringArg("url")), nil
 	}})
-	_ = a.RegisterTool(agent.Tool{Name: "report.publish", Output: true, Run: func(ctx context.Context, c *agent.Call) (string, error) {
-		// Publication is the effect of the admitted call: the gateway writes the report.
-		_, err := a.Publish(ctx, c, c.StringArg("section"), c.StringArg("content"))
-		return "ok", err
-	}})
+	// report.publish is the gateway's built-in: the gateway publishes (through
+	// its tool door); Done sees the result.
+	_ = a.RegisterTool(agent.Tool{Name: "report.publish", Output: true, Done: func(context.Context, *agent.Call, string) {}})
 	ctx, err = a.Start(ctx) // cancelled when the run is Terminated or the attempt superseded
 	if err != nil {
 		return err // e.g. the policy's chain names an interceptor we did not register

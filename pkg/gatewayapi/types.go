@@ -372,7 +372,8 @@ type SettleResponse struct {
 const ToolReportPublish = "report.publish"
 
 // ToolNotesWrite is the gateway's built-in notes tool: it appends a note to
-// the run's notes (the ConfigMap <run>-notes), kept across attempts.
+// the run's notes (key notes.jsonl of the report ConfigMap <run>-report),
+// kept across attempts.
 const ToolNotesWrite = "notes.write"
 
 // FaultKind turns a provider's error code (rate_limit_exceeded,
