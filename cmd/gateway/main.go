@@ -132,17 +132,21 @@ func main() {
 		audit = &appendFile{path: auditLog}
 	}
 	gw, err := gateway.New(gateway.Options{
-		AuditLog:                 audit,
-		Namespace:                namespace,
-		RateLimit:                rateLimit,
-		RateBurst:                rateBurst,
-		Client:                   mgr.GetClient(),
-		APIReader:                mgr.GetAPIReader(),
-		Authenticator:            &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL},
-		InterceptorAuthenticator: &gateway.TokenReviewer{Client: mgr.GetClient(), Audience: gatewayapi.Audience, NoCache: true},
-		FlushInterval:            flushInterval,
-		UpstreamTimeout:          upstreamTimeout,
-		NodeName:                 nodeName,
+		AuditLog:  audit,
+		Namespace: namespace,
+		RateLimit: rateLimit,
+		RateBurst: rateBurst,
+		Client:    mgr.GetClient(),
+		APIReader: mgr.GetAPIReader(),
+		Authenticator: &gateway.TokenReviewer{
+			Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL,
+		},
+		InterceptorAuthenticator: &gateway.TokenReviewer{
+			Client: mgr.GetClient(), Audience: gatewayapi.Audience, NoCache: true,
+		},
+		FlushInterval:   flushInterval,
+		UpstreamTimeout: upstreamTimeout,
+		NodeName:        nodeName,
 
 		DurableAdmission: durableAdmission,
 		Log:              ctrl.Log.WithName("gateway"),

@@ -488,7 +488,7 @@ func (k *keeper) checkToolLocked(tool, fingerprint string) (v1alpha1.Tool, *apiE
 				e := newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeOutcomeUnknown, fmt.Sprintf(
 					"an identical %s call (%s) was dispatched and its outcome is unknown (%s); %s is not idempotent, "+
 						"so it is never dispatched again: check its effect another way", tool, r.ID, r.Message, tool))
-				e.fault = "OutcomeUnknown"
+				e.fault = kindUnknown
 				return entry, e
 			}
 		}

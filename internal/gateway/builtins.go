@@ -38,6 +38,18 @@ const NotesKey = "notes.jsonl"
 // maxNotesBytes bounds the notes of one run.
 const maxNotesBytes = 256 << 10
 
+// JSON schema and argument words of the built-ins.
+const (
+	jsonType    = "type"
+	jsonObject  = "object"
+	argSection  = "section"
+	argContent  = "content"
+	argText     = "text"
+	strTrue     = "true"
+	kindUnknown = "OutcomeUnknown"
+	kindToolSrv = "ToolServerUnavailable"
+)
+
 type builtin struct {
 	description string
 	schema      map[string]any
@@ -46,9 +58,9 @@ type builtin struct {
 func stringProps(required []string, props ...[2]string) map[string]any {
 	p := map[string]any{}
 	for _, x := range props {
-		p[x[0]] = map[string]any{"type": "string", "description": x[1]}
+		p[x[0]] = map[string]any{jsonType: "string", "description": x[1]}
 	}
-	return map[string]any{"type": "object", "properties": p, "required": required, "additionalProperties": false}
+	return map[string]any{jsonType: jsonObject, "properties": p, "required": required, "additionalProperties": false}
 }
 
 func builtinTool(name string) builtin {
@@ -56,17 +68,17 @@ func builtinTool(name string) builtin {
 	case gatewayapi.ToolReportPublish:
 		return builtin{
 			description: "Publish one section of the run's report (durable). With a plan, the section must be one of it.",
-			schema: stringProps([]string{"section", "content"},
-				[2]string{"section", "the section's title"}, [2]string{"content", "the section's text (Markdown)"}),
+			schema: stringProps([]string{argSection, argContent},
+				[2]string{argSection, "the section's title"}, [2]string{argContent, "the section's text (Markdown)"}),
 		}
 	case gatewayapi.ToolNotesWrite:
 		return builtin{
 			description: "Record a finding in the run's working notes, tagged with the report section it belongs to.",
-			schema: stringProps([]string{"text"},
-				[2]string{"section", "report section the note is for"}, [2]string{"text", "the finding"}),
+			schema: stringProps([]string{argText},
+				[2]string{argSection, "report section the note is for"}, [2]string{argText, "the finding"}),
 		}
 	}
-	return builtin{schema: map[string]any{"type": "object"}}
+	return builtin{schema: map[string]any{jsonType: jsonObject}}
 }
 
 func textResult(format string, a ...any) *mcp.CallToolResult {
@@ -80,14 +92,14 @@ func (k *keeper) runBuiltin(ctx context.Context, call *gatewayapi.ToolCall, args
 	str := func(key string) string { s, _ := args[key].(string); return s }
 	switch call.Tool {
 	case gatewayapi.ToolReportPublish:
-		rep, e := k.publish(ctx, str("section"), str("content"))
+		rep, e := k.publish(ctx, str(argSection), str(argContent))
 		if e != nil {
 			return refusedResult(e, nil), callOutcome{fault: "PublishFailed", retryable: e.status >= 500, message: e.body.Message}
 		}
 		return textResult("published section %q (%d of %d sections in %s)",
-			strings.TrimSpace(str("section")), rep.Committed, len(rep.Sections), rep.Location), callOutcome{}
+			strings.TrimSpace(str(argSection)), rep.Committed, len(rep.Sections), rep.Location), callOutcome{}
 	case gatewayapi.ToolNotesWrite:
-		n, added, err := k.writeNote(ctx, str("section"), strings.TrimSpace(str("text")))
+		n, added, err := k.writeNote(ctx, str(argSection), strings.TrimSpace(str(argText)))
 		switch {
 		case err != nil:
 			return toolError(gatewayapi.CodeNotPersisted, err.Error(), nil),

@@ -24,6 +24,7 @@ import "github.com/prometheus/client_golang/prometheus"
 const (
 	labelNamespace = "namespace"
 	labelPolicy    = "policy"
+	labelOutcome   = "outcome"
 )
 
 type metrics struct {
@@ -44,7 +45,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		modelRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_model_requests_total",
 			Help: "Model requests dispatched upstream, by namespace, policy, model and outcome (ok, upstream_error, error, stream_cut).",
-		}, []string{labelNamespace, labelPolicy, fieldModel, "outcome"}),
+		}, []string{labelNamespace, labelPolicy, fieldModel, labelOutcome}),
 		tokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_tokens_total",
 			Help: "Tokens charged to attempts (as the provider reported them, or as reserved when it reported none).",
@@ -80,12 +81,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_tool_calls_total",
 			Help: "Tool calls answered by the MCP door, by namespace, policy, tool and outcome (ok, tool_error, unknown, refused).",
-		}, []string{labelNamespace, labelPolicy, "tool", "outcome"}),
+		}, []string{labelNamespace, labelPolicy, "tool", labelOutcome}),
 		toolSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentrun_gateway_tool_server_seconds",
 			Help:    "Time from dispatch to a tool server's answer, by server and outcome (ok, tool_error, no_answer).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
-		}, []string{"server", "outcome"}),
+		}, []string{"server", labelOutcome}),
 	}
 	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.upstreamSeconds,
 		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds} {

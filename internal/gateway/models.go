@@ -557,7 +557,7 @@ func (s *secretCache) key(ctx context.Context, ns string, ref *v1alpha1.SecretKe
 	if err := s.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: ref.Name}, sec); err != nil {
 		return "", fmt.Errorf("reading Secret %s/%s: %w", ns, ref.Name, err)
 	}
-	if sec.Labels[v1alpha1.LabelProviderKey] != "true" {
+	if sec.Labels[v1alpha1.LabelProviderKey] != strTrue {
 		return "", fmt.Errorf("the Secret %s/%s is not marked as a provider key (label %s=true): "+
 			"the gateway sends only keys a namespace admin marked for it", ns, ref.Name, v1alpha1.LabelProviderKey)
 	}

@@ -361,9 +361,9 @@ func (k *keeper) publish(ctx context.Context, section, content string) (gatewaya
 				return plan, nil
 			}
 		}
-		if (len(plan) == 0 || data[planGrowsKey] == "true") && len(plan) < maxSections {
+		if (len(plan) == 0 || data[planGrowsKey] == strTrue) && len(plan) < maxSections {
 			// No plan: the plan is what gets published.
-			data[planGrowsKey] = "true"
+			data[planGrowsKey] = strTrue
 			name = section
 			data[SectionKey(len(plan), section)] = content
 			return append(plan, section), nil

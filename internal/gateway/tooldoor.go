@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -148,7 +149,7 @@ func (k *keeper) listTools(ctx context.Context) *mcp.ListToolsResult {
 		if !permission.Visible(mode, t.entry) || (fin && t.entry.Name != gatewayapi.ToolReportPublish) {
 			continue
 		}
-		mt := &mcp.Tool{Name: t.entry.Name, Description: t.entry.Description, InputSchema: map[string]any{"type": "object"}}
+		mt := &mcp.Tool{Name: t.entry.Name, Description: t.entry.Description, InputSchema: map[string]any{jsonType: jsonObject}}
 		if t.server == nil {
 			b := builtinTool(t.entry.Name)
 			mt.InputSchema = b.schema
@@ -179,9 +180,7 @@ func annotations(t v1alpha1.Tool) *mcp.ToolAnnotations {
 // result with isError, whose text says why, and the stable code in _meta.
 func toolError(code, msg string, meta map[string]any) *mcp.CallToolResult {
 	m := mcp.Meta{gatewayapi.MetaCode: code}
-	for key, v := range meta {
-		m[key] = v
-	}
+	maps.Copy(m, meta)
 	return &mcp.CallToolResult{Meta: m, IsError: true,
 		Content: []mcp.Content{&mcp.TextContent{Text: fmt.Sprintf("refused (%s): %s", code, msg)}}}
 }
@@ -323,8 +322,9 @@ func tokenFrom(ctx context.Context) string {
 
 // listedNames names the tools tools/list shows the attempt now.
 func (k *keeper) listedNames(ctx context.Context) string {
-	var names []string
-	for _, t := range k.listTools(ctx).Tools {
+	tools := k.listTools(ctx).Tools
+	names := make([]string, 0, len(tools))
+	for _, t := range tools {
 		names = append(names, t.Name)
 	}
 	if len(names) == 0 {

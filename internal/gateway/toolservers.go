@@ -215,7 +215,7 @@ func (c *toolClients) validate(ctx context.Context, ns string, t doorTool, args 
 			// Not dispatched: the server is unreachable.
 			e := newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeToolServerUnavailable,
 				fmt.Sprintf("tool server %s is unavailable, so %s was not called: %v", t.server.Name, t.entry.Name, err))
-			e.fault = "ToolServerUnavailable"
+			e.fault = kindToolSrv
 			return e
 		case info == nil:
 			e := newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeToolServerUnavailable,
@@ -257,7 +257,7 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 	if err != nil {
 		msg := fmt.Sprintf("tool server %s is unavailable, so %s was not called: %v", srv.Name, call.Tool, err)
 		return toolError(gatewayapi.CodeToolServerUnavailable, msg, nil),
-			callOutcome{fault: "ToolServerUnavailable", retryable: true, message: msg}
+			callOutcome{fault: kindToolSrv, retryable: true, message: msg}
 	}
 	params := &mcp.CallToolParams{Name: call.Tool, Arguments: args}
 	if call.IdempotencyKey != "" {
@@ -278,7 +278,7 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 	if notDispatched(err) {
 		msg := fmt.Sprintf("tool server %s refused the connection, so %s was not called: %v", srv.Name, call.Tool, err)
 		return toolError(gatewayapi.CodeToolServerUnavailable, msg, nil),
-			callOutcome{fault: "ToolServerUnavailable", retryable: true, message: msg}
+			callOutcome{fault: kindToolSrv, retryable: true, message: msg}
 	}
 	why := fmt.Sprintf("no answer from tool server %s: %v", srv.Name, err)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded) {
@@ -291,11 +291,11 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 	if call.IdempotencyKey != "" {
 		msg := why + "; its outcome is unknown, and calling it again is safe (it is idempotent, with key " + call.IdempotencyKey + ")"
 		return toolError(gatewayapi.CodeOutcomeUnknown, msg, nil),
-			callOutcome{unknown: true, fault: "OutcomeUnknown", retryable: true, message: why}
+			callOutcome{unknown: true, fault: kindUnknown, retryable: true, message: why}
 	}
 	msg := why + "; its outcome is unknown and it is not idempotent, so it will not be dispatched again: check its effect another way"
 	return toolError(gatewayapi.CodeOutcomeUnknown, msg, nil),
-		callOutcome{unknown: true, fault: "OutcomeUnknown", message: why}
+		callOutcome{unknown: true, fault: kindUnknown, message: why}
 }
 
 // notDispatched reports an error that proves the request never reached the

@@ -288,7 +288,8 @@ func (a *Agent) recordFault(scope v1alpha1.FaultScope, kind string, retryable bo
 
 func safeTool(ctx context.Context, t Tool, call *Call) (res string, err error) {
 	if t.Run == nil {
-		return "", Failure("NotServed", false, fmt.Errorf("tool %s has no Run and the gateway does not serve it (no tools[].server in the policy)", t.Name))
+		return "", Failure("NotServed", false,
+			fmt.Errorf("tool %s has no Run and the gateway does not serve it (no tools[].server in the policy)", t.Name))
 	}
 	defer func() {
 		if r := recover(); r != nil {

@@ -105,7 +105,8 @@ func (a *Agent) callDoor(ctx context.Context, call *Call, callContext string) (s
 	}
 	// The SDK declares each call's context (WithContext, "" by default), so
 	// its fingerprints are the agent API's, stable across attempts.
-	params := &mcp.CallToolParams{Name: call.Name, Arguments: call.Args, Meta: mcp.Meta{gatewayapi.MetaContext: callContext}}
+	params := &mcp.CallToolParams{Name: call.Name, Arguments: call.Args,
+		Meta: mcp.Meta{gatewayapi.MetaContext: callContext}}
 	res, err := cs.CallTool(ctx, params)
 	if err != nil {
 		a.dropDoor(cs)
