@@ -1,6 +1,7 @@
 # syntax=docker/dockerfile:1
 # Two images from one build: the manager (default; it also holds /gateway, the
-# agentrun-gateway binary config/gateway runs) and the reference research
+# agentrun-gateway binary config/gateway runs, and /agentrun-tools, the
+# reference MCP tool server config/tools runs) and the reference research
 # agent (--target research-agent). Both are static, run as non-root on a
 # distroless base, and suit the restricted Pod Security Standard (read-only
 # root filesystem; the agent writes only under /tmp).
@@ -26,6 +27,7 @@ COPY . .
 ENV CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags="-s -w" -o manager ./cmd \
  && go build -trimpath -ldflags="-s -w" -o gateway ./cmd/gateway \
+ && go build -trimpath -ldflags="-s -w" -o agentrun-tools ./cmd/agentrun-tools \
  && go build -trimpath -ldflags="-s -w" -o research-agent ./cmd/research-agent
 
 FROM gcr.io/distroless/static:nonroot AS research-agent
@@ -40,5 +42,6 @@ FROM gcr.io/distroless/static:nonroot AS manager
 WORKDIR /
 COPY --from=builder /workspace/manager /manager
 COPY --from=builder /workspace/gateway /gateway
+COPY --from=builder /workspace/agentrun-tools /agentrun-tools
 USER 65532:65532
 ENTRYPOINT ["/manager"]
