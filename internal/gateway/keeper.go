@@ -112,6 +112,18 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 		kick:          make(chan struct{}, 1),
 	}
 	k.facts.seed(obj.Status)
+	restarted := false
+	// A side effect in flight when the previous gateway process ended has
+	// an outcome nobody knows: it is never dispatched again (unless its
+	// tool is idempotent). The agent API's outcome report may still settle
+	// it.
+	for i := range k.facts.inFlight {
+		if r := &k.facts.inFlight[i]; r.Outcome == "" {
+			r.Outcome = v1alpha1.OutcomeUnknown
+			r.Message = "in flight when the gateway that dispatched it stopped"
+			restarted = true
+		}
+	}
 	if hb := obj.Status.HeartbeatTime; hb != nil {
 		k.lastSeen, k.beatAt = hb.Time, hb.Time
 	}
@@ -119,6 +131,9 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 	k.obj.Status = v1alpha1.RunAttemptStatus{}
 	k.noteFinalizingLocked()
 	k.active = g.clock.Now()
+	if restarted {
+		k.markLocked(true) // written as soon as the keeper runs
+	}
 	return k
 }
 

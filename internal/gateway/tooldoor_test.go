@@ -394,3 +394,28 @@ func TestToolDoorRefusesAPolicyChainItCannotRun(t *testing.T) {
 	g.Expect(resultText(res)).To(And(ContainSubstring("dlp"), ContainSubstring("cannot run")))
 	g.Expect(u.count("search")).To(BeZero())
 }
+
+// A call in flight when the gateway process dies has an unknown outcome:
+// its successor marks the record Unknown and never dispatches it again.
+func TestToolDoorRestartLeavesInFlightCallsUnknown(t *testing.T) {
+	g := NewWithT(t)
+	e, u := doorEnv(t, func(ra *v1alpha1.RunAttempt) {
+		// The first process dies long before the call would time out.
+		ra.Spec.Policy.ToolServers[0].Timeout = &metav1.Duration{Duration: time.Minute}
+	})
+	cs := connectDoor(t, e, gatewaytest.Token)
+	args := map[string]any{"title": "disk full"}
+	go func() { _, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args}) }()
+	g.Eventually(func() int { return u.count("ticket.create") }).Should(Equal(1))
+	g.Expect(e.Status().InFlight).To(ConsistOf(HaveField("Outcome", BeEmpty())), "the write-ahead record is durable before dispatch")
+	e.Crash()
+	e.Restart()
+
+	cs2 := connectDoor(t, e, gatewaytest.Token)
+	res, err := cs2.CallTool(t.Context(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeOutcomeUnknown), ContainSubstring("gateway that dispatched it stopped")))
+	g.Expect(u.count("ticket.create")).To(Equal(1), "never dispatched again")
+	g.Eventually(func() []v1alpha1.InFlightEffect { return e.Status().InFlight }).Should(ConsistOf(HaveField("Outcome", v1alpha1.OutcomeUnknown)))
+}
