@@ -401,7 +401,7 @@ func TestToolDoorRestartLeavesInFlightCallsUnknown(t *testing.T) {
 	g := NewWithT(t)
 	e, u := doorEnv(t, func(ra *v1alpha1.RunAttempt) {
 		// The first process dies long before the call would time out.
-		ra.Spec.Policy.ToolServers[0].Timeout = &metav1.Duration{Duration: time.Minute}
+		ra.Spec.Policy.ToolServers[0].Timeout = &metav1.Duration{Duration: 3 * time.Second}
 	})
 	cs := connectDoor(t, e, gatewaytest.Token)
 	args := map[string]any{"title": "disk full"}
