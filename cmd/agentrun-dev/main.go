@@ -221,6 +221,7 @@ func run(ctx context.Context, o options) int {
 	}
 	say("Logs: %s/logs/{operator,gateway,tools,local-node,kube-apiserver,etcd}.log   metrics: %s, %s",
 		relDir, s.MetricsURL, s.GatewayMetricsURL)
+	say("Audit: %s (the gateway's audit interceptor, one JSON line per tool call)", rel(root, s.AuditLog))
 	say("Images: %s", images)
 	say("")
 

@@ -61,9 +61,16 @@ func (s *Stack) startUpstream() error {
 // loopback.
 func (s *Stack) startGateway(ctx context.Context) error {
 	out := s.opts.out()
-	kubeconfig, err := s.serviceAccountKubeconfig(GatewayUser, "gateway.kubeconfig")
+	user, kubeconfig, err := s.serviceAccountUser(GatewayUser, "gateway.kubeconfig")
 	if err != nil {
 		return err
+	}
+	if s.opts.GatewayAPIFaults {
+		// The gateway reaches the API server only through the proxy.
+		if kubeconfig, err = s.startAPIFaults(user, "gateway-api-faults.kubeconfig"); err != nil {
+			return err
+		}
+		_, _ = fmt.Fprintf(out, "    the gateway reaches the API server through the fault proxy %s\n", s.APIFaults.URL)
 	}
 	tlsDir := filepath.Join(s.opts.Dir, "gateway-tls")
 	if err := writeServingCert(tlsDir); err != nil {
@@ -77,13 +84,18 @@ func (s *Stack) startGateway(ctx context.Context) error {
 	port, metricsPort, healthPort := ports[0], ports[1], ports[2]
 	s.GatewayURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	s.GatewayMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
-	args := make([]string, 0, 5+len(s.opts.GatewayArgs))
+	s.AuditLog = filepath.Join(s.LogDir, "audit.jsonl")
+	args := make([]string, 0, 7+len(s.opts.GatewayArgs))
 	args = append(args,
 		"--kubeconfig="+kubeconfig,
 		fmt.Sprintf("--listen=127.0.0.1:%d", port),
 		"--tls-cert-dir="+tlsDir,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
-		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort))
+		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
+		"--audit-log="+s.AuditLog)
+	if s.opts.GatewayTokenCacheTTL > 0 {
+		args = append(args, "--token-cache-ttl="+s.opts.GatewayTokenCacheTTL.String())
+	}
 	args = append(args, s.opts.GatewayArgs...)
 	s.Gateway = &Operator{
 		Binary:     s.opts.GatewayBinary,

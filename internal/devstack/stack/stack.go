@@ -122,6 +122,14 @@ type Options struct {
 	ToolsTokenFile string
 	// ToolsArgs are appended to the tool server's flags.
 	ToolsArgs []string
+	// GatewayAPIFaults puts a fault-injecting proxy (Stack.APIFaults)
+	// between the gateway process and kube-apiserver, so a test can make
+	// TokenReviews fail. Off, the gateway talks to the API server directly.
+	GatewayAPIFaults bool
+	// GatewayTokenCacheTTL, when set, is the gateway's --token-cache-ttl
+	// (how long its door reuses a TokenReview answer; default 10s). The
+	// auth interceptor never uses the cache.
+	GatewayTokenCacheTTL time.Duration
 }
 
 // Stack is a running local stack.
@@ -144,7 +152,7 @@ type Stack struct {
 	// LeaderElection says whether the operator runs with --leader-elect.
 	LeaderElection bool
 	// LogDir holds kube-apiserver.log, etcd.log, operator.log, gateway.log,
-	// tools.log, local-node.log.
+	// audit.jsonl, tools.log, local-node.log.
 	LogDir string
 
 	// Gateway is the agentrun-gateway process; GatewayURL where attempt
@@ -153,6 +161,12 @@ type Stack struct {
 	GatewayURL        string
 	GatewayCAFile     string
 	GatewayMetricsURL string
+	// AuditLog is the file the gateway's audit interceptor appends its
+	// JSON lines to (--audit-log, LogDir/audit.jsonl; opened anew per line).
+	AuditLog string
+	// APIFaults is the proxy between the gateway and the API server (nil
+	// without Options.GatewayAPIFaults).
+	APIFaults *APIFaults
 	// Upstream is the scripted upstream (fake OpenAI-compatible provider)
 	// the samples' models point at; UpstreamURL its base URL (…/v1).
 	Upstream    *upstream.Server
@@ -506,14 +520,21 @@ func prefixed(u *unstructured.Unstructured, namespaced bool) {
 // serviceAccountKubeconfig writes a kubeconfig for user, a service account of
 // the operator's namespace, into Dir/name.
 func (s *Stack) serviceAccountKubeconfig(user, name string) (string, error) {
+	_, path, err := s.serviceAccountUser(user, name)
+	return path, err
+}
+
+// serviceAccountUser adds user, a service account of the operator's
+// namespace, and writes its kubeconfig into Dir/name.
+func (s *Stack) serviceAccountUser(user, name string) (*rest.Config, string, error) {
 	u, err := s.Env.AddUser(envtest.User{Name: user, Groups: []string{
 		"system:serviceaccounts", "system:serviceaccounts:" + OperatorNamespace, "system:authenticated",
 	}}, nil)
 	if err != nil {
-		return "", err
+		return nil, "", err
 	}
 	path := filepath.Join(s.opts.Dir, name)
-	return path, writeKubeconfig(u, path)
+	return u.Config(), path, writeKubeconfig(u, path)
 }
 
 // startOperator writes the operator's kubeconfig (its own identity) and
