@@ -27,7 +27,8 @@ limitations under the License.
 //	go test -tags=e2e ./test/e2e/ -v -timeout 30m     (make test-e2e)
 //
 // The stack's state and logs are kept in bin/e2e/ (wiped at the start):
-// logs/{operator,local-node,kube-apiserver,etcd}.log and pods/<pod>/<container>.log.
+// logs/{operator,gateway,local-node,kube-apiserver,etcd}.log, logs/audit.jsonl
+// and pods/<pod>/<container>.log.
 package e2e
 
 import (
@@ -104,8 +105,13 @@ var _ = BeforeSuite(func() {
 		OperatorBinary: operator,
 		GatewayBinary:  gateway,
 		GatewayArgs:    []string{"--flush-interval=100ms"},
-		Images:         images,
-		Out:            out,
+		// TokenReviews can be made to fail (interceptors_test.go); the
+		// door's cache outlasts the suite, so only the auth interceptor
+		// (which never caches) meets such a failure.
+		GatewayAPIFaults:     true,
+		GatewayTokenCacheTTL: 10 * time.Minute,
+		Images:               images,
+		Out:                  out,
 	})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
