@@ -302,7 +302,7 @@ func (g *Gateway) janitor() {
 // failure — the API server unreachable — fails the interceptor.
 func (g *Gateway) interceptorIdentity(ctx context.Context, token string) (string, error) {
 	a := g.opts.InterceptorAuthenticator
-	if a == nil {
+	if a == nil || ctx.Value(modelCallKey{}) != nil {
 		a = g.opts.Authenticator
 	}
 	id, err := a.Authenticate(ctx, token)

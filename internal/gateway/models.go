@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -292,19 +293,57 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 			fmt.Sprintf("the gateway could not read the provider key of model %q: %v", m.Name, err)))
 		return
 	}
-	ticket, mt, e := k.admitModel(r.Context(), int64(len(c.body)), c.maxTokens, m.MaxTokens)
-	if e != nil {
+	ch, err := k.interceptors()
+	if err != nil {
+		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused,
+			fmt.Sprintf("RuntimePolicy %q's interceptor chain cannot run in this gateway, so no model request is made: %v", spec.Policy.Name, err))
+		e.fault = "InterceptorUnavailable"
 		k.refusal(e, "model/"+c.model)
 		writeError(w, e)
 		return
 	}
-	out, clientUsage := c.upstreamBody(m, mt)
-	x := &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name}}
-	x.forward(r.Context(), out, key, c.stream, clientUsage)
-	upstream := x.done.Sub(x.dispatched)
+	// The chain runs around the request: Pre and Around interceptors may
+	// refuse it before anything is reserved; Post interceptors see its
+	// outcome (a streamed answer is already on its way: they observe it,
+	// they cannot withhold it).
+	cc := &chain.Call{
+		Kind: chain.KindModel, Namespace: k.key.Namespace, Run: spec.RunName, Attempt: k.key.Name, Policy: spec.Policy.Name,
+		Token: bearer(r), Tool: m.Name, Arguments: map[string]any{"stream": c.stream},
+	}
+	var upstream time.Duration
+	_, ref := ch.Run(context.WithValue(r.Context(), modelCallKey{}, true), cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
+		ticket, mt, e := k.admitModel(ctx, int64(len(c.body)), c.maxTokens, m.MaxTokens)
+		if e != nil {
+			k.refusal(e, "model/"+c.model)
+			writeError(w, e)
+			return chain.Outcome{IsError: true, Result: e.body.Message}
+		}
+		out, clientUsage := c.upstreamBody(m, mt)
+		x := &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name}}
+		x.forward(ctx, out, key, c.stream, clientUsage)
+		upstream = x.done.Sub(x.dispatched)
+		return chain.Outcome{IsError: x.outcome != "ok", Result: x.outcome}
+	})
+	if ref != nil {
+		if ref.Dispatched {
+			k.log.Info("A Post interceptor failed after a model answer was sent", "model", m.Name, "error", ref.Error())
+			return
+		}
+		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused, ref.Error())
+		e.fault = "InterceptorRefused"
+		k.refusal(e, "model/"+c.model)
+		writeError(w, e)
+		return
+	}
 	g.metrics.upstreamSeconds.WithLabelValues(m.Name).Observe(upstream.Seconds())
 	g.metrics.addedSeconds.Observe(max(g.clock.Since(start)-upstream, 0).Seconds())
 }
+
+// modelCallKey marks the context of a model request's chain: its auth
+// interceptor checks the token with the cached authenticator (a fresh
+// TokenReview per model request would double the API server's load for a
+// call without side effects); tool calls get a fresh review.
+type modelCallKey struct{}
 
 // exchange is one admitted model request on its way to the provider and back.
 type exchange struct {
@@ -315,10 +354,12 @@ type exchange struct {
 	ticket           *modelTicket
 	labels           []string
 	dispatched, done time.Time
+	outcome          string
 }
 
 // count settles the request's tokens and counts its outcome.
 func (x *exchange) count(outcome string, tokens int64, reported bool) {
+	x.outcome = outcome
 	charged := x.k.settle(x.ticket, tokens, reported)
 	x.g.metrics.modelRequests.WithLabelValues(append(x.labels, outcome)...).Inc()
 	x.g.metrics.tokens.WithLabelValues(x.labels...).Add(float64(charged))

@@ -24,6 +24,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -405,7 +406,9 @@ func TestToolDoorRestartLeavesInFlightCallsUnknown(t *testing.T) {
 	})
 	cs := connectDoor(t, e, gatewaytest.Token)
 	args := map[string]any{"title": "disk full"}
-	go func() { _, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args}) }()
+	go func() {
+		_, _ = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "ticket.create", Arguments: args})
+	}()
 	g.Eventually(func() int { return u.count("ticket.create") }).Should(Equal(1))
 	g.Expect(e.Status().InFlight).To(ConsistOf(HaveField("Outcome", BeEmpty())), "the write-ahead record is durable before dispatch")
 	e.Crash()
@@ -419,3 +422,40 @@ func TestToolDoorRestartLeavesInFlightCallsUnknown(t *testing.T) {
 	g.Expect(u.count("ticket.create")).To(Equal(1), "never dispatched again")
 	g.Eventually(func() []v1alpha1.InFlightEffect { return e.Status().InFlight }).Should(ConsistOf(HaveField("Outcome", v1alpha1.OutcomeUnknown)))
 }
+
+// Model requests pass the chain too: a veto of rate_limit refuses one
+// before anything is reserved or dispatched, and audit records them.
+func TestModelRequestsPassTheChain(t *testing.T) {
+	g := NewWithT(t)
+	var audit strings.Builder
+	var mu sync.Mutex
+	reg := chain.Builtins(chain.BuiltinOptions{
+		RateLimit: 0.001, Burst: 1,
+		Audit: writerFunc(func(p []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return audit.Write(p) }),
+		Authenticator: chain.AuthenticatorFunc(func(context.Context, string) (string, error) {
+			return "system:serviceaccount:team:agentrun-runner/survey-1", nil
+		}),
+	})
+	e := gatewaytest.Start(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.ResolvedChain = sampleChain()
+	}})
+	body := []byte(`{"model":"scripted","messages":[{"role":"user","content":"hello"}],"agentrun_scripted":{"say":"hi","tokens":5}}`)
+	r := e.Do("POST", gatewayapi.ModelPathPrefix+"/chat/completions", gatewaytest.Token, body)
+	g.Expect(r.StatusCode).To(Equal(http.StatusOK))
+	_ = r.Body.Close()
+	r = e.Do("POST", gatewayapi.ModelPathPrefix+"/chat/completions", gatewaytest.Token, body)
+	g.Expect(r.StatusCode).To(Equal(http.StatusForbidden))
+	var eb gatewayapi.ErrorBody
+	g.Expect(json.NewDecoder(r.Body).Decode(&eb)).To(Succeed())
+	_ = r.Body.Close()
+	g.Expect(eb.Error.Code).To(Equal(gatewayapi.CodeInterceptorRefused))
+	g.Expect(eb.Error.Message).To(ContainSubstring("rate_limit"))
+	g.Eventually(func() int64 { return e.Status().Usage.ModelRequests }).Should(Equal(int64(1)), "the vetoed request is not counted")
+	mu.Lock()
+	defer mu.Unlock()
+	g.Expect(audit.String()).To(And(ContainSubstring(`"kind":"Model"`), ContainSubstring(`"scripted"`)))
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
