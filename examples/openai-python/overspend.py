@@ -38,7 +38,9 @@ def main() -> int:
             run.step(progress=False)
         except openai.RateLimitError as e:
             print(f"refused after {len(notes)} calls: HTTP {e.status_code} {e.code}: {e.message}", flush=True)
-            if e.code != "grant_exhausted":
+            # grant_exhausted, or reserve_exhausted when the operator
+            # finalized first and the loop went on spending the reserve.
+            if e.code not in ("grant_exhausted", "reserve_exhausted"):
                 raise
             break
 

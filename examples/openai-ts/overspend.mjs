@@ -31,7 +31,9 @@ try {
     } catch (e) {
       if (!(e instanceof OpenAI.RateLimitError)) throw e;
       console.log(`refused after ${notes.length} calls: HTTP ${e.status} ${e.code}: ${e.message}`);
-      if (e.code !== 'grant_exhausted') throw e;
+      // grant_exhausted, or reserve_exhausted when the operator finalized
+      // first and the loop went on spending the reserve.
+      if (e.code !== 'grant_exhausted' && e.code !== 'reserve_exhausted') throw e;
       break;
     }
   }
