@@ -33,7 +33,7 @@ import (
 // loopback HTTP connection to an embedded store; p50 and p99 reported.
 func BenchmarkPublishToClientLatency(b *testing.B) {
 	f := newFixture(b, store.Config{}, Options{})
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(b.Context())
 	defer cancel()
 	resp := f.get(ctx, f.url(runA, "after=0"), nil)
 	defer func() { _ = resp.Body.Close() }()
