@@ -21,6 +21,7 @@ import (
 	"crypto/tls"
 	"flag"
 	"os"
+	"time"
 
 	// Import all Kubernetes client auth plugins (e.g. Azure, GCP, OIDC, etc.)
 	// to ensure that exec-entrypoint and run can make use of them.
@@ -74,11 +75,16 @@ func main() {
 	var tlsOpts []func(*tls.Config)
 	var leaderElectionNamespace, webhookHost string
 	var workers int
+	var factGrace time.Duration
 	var gatewayURL, gatewayCAFile, gatewayNamespace string
 	var attemptEgress bool
 	var qps float64
 	var burst int
 	flag.IntVar(&workers, "run-workers", 4, "Concurrent ResearchRun reconciles.")
+	flag.DurationVar(&factGrace, "fact-grace", controller.DefaultFactGrace,
+		"How long after an attempt's pod stopped on its own the operator waits for the gateway's last "+
+			"coalesced facts (usage, steps) before judging them, unless they are final already; "+
+			"about twice the gateway's --flush-interval. 0: no wait.")
 	flag.StringVar(&gatewayURL, "gateway-url", controller.DefaultGatewayURL,
 		"Base URL attempt pods reach agentrun-gateway at (set on every attempt container).")
 	flag.BoolVar(&attemptEgress, "attempt-network-policy", true,
@@ -258,6 +264,7 @@ func main() {
 		GatewayCA:               gatewayCA,
 		GatewayCAFile:           gatewayCAFile,
 		AttemptEgress:           egressPolicy(attemptEgress, gatewayNamespace),
+		FactGrace:               noWaitIfZero(factGrace),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "researchrun")
 		os.Exit(1)
@@ -306,4 +313,13 @@ func egressPolicy(enabled bool, gatewayNamespace string) *networkingv1.NetworkPo
 		return nil
 	}
 	return controller.AttemptEgressPolicy(gatewayNamespace)
+}
+
+// noWaitIfZero maps the --fact-grace flag to ResearchRunReconciler.FactGrace,
+// whose zero value is the default: a flag of 0 asks for no wait.
+func noWaitIfZero(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }

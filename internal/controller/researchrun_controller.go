@@ -53,6 +53,11 @@ import (
 // errClaimLost says another run won the session claim in this pass.
 var errClaimLost = errors.New("another run claimed the session first")
 
+// DefaultFactGrace is the default fact grace: twice the gateway's default
+// flush interval (1s), plus a second for the whole-second resolution of the
+// times it compares.
+const DefaultFactGrace = 3 * time.Second
+
 // DefaultRunnerServiceAccount is the service account attempt pods run as when
 // the policy names none.
 const DefaultRunnerServiceAccount = "agentrun-runner"
@@ -85,6 +90,10 @@ type ResearchRunReconciler struct {
 	// AttemptEgress, when set, is kept in every namespace with attempts (see
 	// AttemptEgressPolicy).
 	AttemptEgress *networkingv1.NetworkPolicy
+	// FactGrace is how long after an attempt's pod stopped on its own the
+	// decision waits for the gateway's last coalesced facts (lifecycle
+	// Input.FactGrace); 0 means DefaultFactGrace, a negative value no wait.
+	FactGrace time.Duration
 
 	// facts records when an unprocessed fact arrived, per run, for the
 	// fact-to-decision latency metric.
@@ -144,6 +153,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		Queue:      g.queue,
 		StopCause:  run.Annotations[AnnotationStopCause],
 		Blocked:    g.waiting,
+		FactGrace:  r.factGrace(),
 	}
 	d := lifecycle.Decide(in)
 	log.V(1).Info("Decided", "phase", d.Status.Phase, "reason", d.Status.Reason, "attempt", d.Attempt,
@@ -153,6 +163,17 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return requeueOnConflict(err)
 	}
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// factGrace is FactGrace with its default.
+func (r *ResearchRunReconciler) factGrace() time.Duration {
+	switch {
+	case r.FactGrace == 0:
+		return DefaultFactGrace
+	case r.FactGrace < 0:
+		return 0
+	}
+	return r.FactGrace
 }
 
 // gathered is everything Decide needs, read from the cache.
@@ -218,10 +239,11 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 		}
 		g.attempts[ra.Spec.Attempt] = ra
 		g.facts = append(g.facts, lifecycle.AttemptFacts{
-			Attempt: ra.Spec.Attempt,
-			Created: ra.CreationTimestamp.Time,
-			Grant:   ra.Spec.Grant,
-			Status:  ra.Status,
+			Attempt:      ra.Spec.Attempt,
+			Created:      ra.CreationTimestamp.Time,
+			Grant:        ra.Spec.Grant,
+			Status:       ra.Status,
+			FactsWritten: statusWritten(ra),
 		})
 		g.current = max(g.current, ra.Spec.Attempt)
 	}
@@ -276,6 +298,7 @@ func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.Re
 	if pod.Status.StartTime != nil {
 		obs.StartTime = pod.Status.StartTime.Time
 	}
+	obs.FinishedAt = podFinished(pod)
 	switch pod.Status.Phase {
 	case corev1.PodRunning:
 		obs.Phase = lifecycle.PodRunning
@@ -287,6 +310,36 @@ func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.Re
 		obs.Phase = lifecycle.PodPending
 	}
 	return obs, pod, nil
+}
+
+// podFinished is when a pod that stopped (Succeeded or Failed) stopped: the
+// latest finishedAt of its containers; zero if it has not stopped or does
+// not say.
+func podFinished(pod *corev1.Pod) time.Time {
+	if pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+		return time.Time{}
+	}
+	var t time.Time
+	for _, cs := range pod.Status.ContainerStatuses {
+		if term := cs.State.Terminated; term != nil && term.FinishedAt.After(t) {
+			t = term.FinishedAt.Time
+		}
+	}
+	return t
+}
+
+// statusWritten is when ra's status was last written: the latest time the
+// API server recorded for a write to its status subresource (by the
+// gateway; the operator never writes it). Zero if the object does not say
+// (managed fields stripped).
+func statusWritten(ra *v1alpha1.RunAttempt) time.Time {
+	var t time.Time
+	for _, mf := range ra.ManagedFields {
+		if mf.Subresource == "status" && mf.Time != nil && mf.Time.After(t) {
+			t = mf.Time.Time
+		}
+	}
+	return t
 }
 
 func podMessage(pod *corev1.Pod) string {

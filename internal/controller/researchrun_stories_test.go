@@ -296,6 +296,35 @@ var _ = Describe("The termination owner", func() {
 		Expect(err).To(MatchError(ContainSubstring("Terminated is absorbing")))
 	})
 
+	It("17. completes the run of an agent that only used the gateway's doors and exited 0, from its last facts", func() {
+		w.run("doors", nil)
+		w.start("doors", 1)
+		w.agent("doors", 1, func(s *v1alpha1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage = 2, 2, v1alpha1.Usage{ModelRequests: 2, ToolCalls: 1}
+			s.Publication = v1alpha1.Publication{BlocksPlanned: 1, BlocksCommitted: 1, Location: "configmap/doors-report"}
+		})
+		Eventually(func() int64 { return w.get("doors").Status.Steps }, timeout, interval).Should(Equal(int64(2)))
+
+		By("the agent exits 0 without calling finish or settle; the gateway has not flushed its last count yet")
+		w.exited("doors", 1)
+		Eventually(func() string { return w.get("doors").Status.Message }, timeout, interval).Should(
+			ContainSubstring("the pod of attempt 1 stopped (Succeeded); waiting up to"))
+		Expect(w.get("doors").Status.Phase).To(Equal(v1alpha1.PhaseRunning))
+
+		By("the gateway's last flush lands within the grace: the run completes with it")
+		w.agent("doors", 1, func(s *v1alpha1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage = 3, 3, v1alpha1.Usage{ModelRequests: 3, ToolCalls: 1}
+		})
+		run := w.eventually("doors", v1alpha1.PhaseTerminated, v1alpha1.ReasonCompleted)
+		Expect(run.Status.Settlement).To(Equal(v1alpha1.SettlementComplete), run.Status.Message)
+		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionSucceeded)).To(BeTrue())
+		Expect(run.Status.Message).To(ContainSubstring("attempt 1 exited 0 after 3 steps without proposing finish: an implicit finish"))
+		Expect(run.Status.Message).To(ContainSubstring(
+			"the agent exited 0 without settling; settled from what the gateway published: 1/1 sections in configmap/doors-report"))
+		Expect(run.Status.Budget.Used).To(Equal(v1alpha1.Usage{ModelRequests: 3, ToolCalls: 1}), "the ledger has the last flush")
+		Expect(w.attempts("doors")).To(Equal([]int{1}))
+	})
+
 	It("runs the runs of one session one at a time, in creation order", func() {
 		for _, name := range []string{"first", "second", "third"} {
 			w.run(name, nil)

@@ -57,6 +57,7 @@ var ladder = []rule{
 	{"Blocked", blocked, nil},                 // Pending: its session or policy is not there or not ready
 	{"Queue", queue, startIfHolder},           // Pending/Queued: wait, QueueFull, QueueTimeout, or start
 	{"HardDeadline", hardDeadline, nil},       // deadline + finalizationGrace, any active phase
+	{"FactGrace", factGrace, nil},             // the pod stopped: wait for the gateway's last facts
 	{"AttemptFailed", attemptFailed, nil},     // unsafe, finalizing, gate, recover, exhausted
 	{"PolicyViolation", policyViolation, nil}, // counters back, usage above grant
 	{"Finish", finishOrSettle, nil},           // finish proposed, publication settled

@@ -1,6 +1,7 @@
 package lifecycle
 
 import (
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -127,7 +128,7 @@ func decideCases() map[string]decideCase {
 		}
 	}
 
-	return map[string]decideCase{
+	cases := map[string]decideCase{
 		// Rung 1: Terminated.
 		"terminated: absorbing, even with cancel and a running pod": {
 			in: with(runningAt(time.Hour, fact(1, v1alpha1.RunAttemptStatus{FinishProposed: true})),
@@ -314,11 +315,14 @@ func decideCases() map[string]decideCase {
 				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
 			message: "it escalated a Provider fault (QuotaExceeded: 429)",
 		},
-		"failed: a pod that exits without proposing finish failed": {
-			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodSucceeded)),
+		"failed: a pod deleted by someone that exits 0 without proposing finish failed": {
+			// Exit 0 on SIGTERM is not the agent's finish (see exitCases for
+			// a pod that exits 0 of its own accord: an implicit finish).
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodSucceeded),
+				func(in *Input) { in.Pod.Terminating = true }),
 			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
 				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
-			message: "its pod exited without proposing finish",
+			message: "its pod was deleted and exited without proposing finish",
 		},
 		"failed: a pod that was created and is gone failed": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{})), podIs(PodAbsent)),
@@ -842,6 +846,8 @@ func decideCases() map[string]decideCase {
 				Conditions: []string{readyRecovering, recoveringStarting}},
 		},
 	}
+	maps.Copy(cases, exitCases())
+	return cases
 }
 
 func TestDecide(t *testing.T) {

@@ -55,9 +55,19 @@ limitations under the License.
 //     DeadlineExceeded (a finalizing run keeps its reason). It sits above the
 //     fact-driven rungs so that nothing — a stuck finalization, a pod failing
 //     in a loop — keeps a run (and its session) past it.
-//  7. AttemptFailed (the current attempt's pod failed, vanished, exited
-//     without finishing or did not start in time; a fault was escalated;
-//     heartbeats stopped):
+//  7. FactGrace: the current attempt's pod stopped on its own (Succeeded or
+//     Failed, at PodObservation.FinishedAt) and the gateway may still hold
+//     facts it coalesces (usage, steps: written within its flush interval)
+//     → the run holds its course (phase, attempt, grant; nothing can be
+//     spent) until the facts are final — the attempt proposed finish and
+//     settled (durable before the agent heard back), or its status was
+//     written after the pod stopped (AttemptFacts.FactsWritten, later in
+//     whole seconds) — or FinishedAt + Input.FactGrace has passed;
+//     requeued for the grace's end. The rungs above do not wait.
+//  8. AttemptFailed (the current attempt's pod failed, vanished, exited 0
+//     while being deleted without finishing, or did not start in time; a
+//     fault was escalated; heartbeats stopped; a pod that exits 0 of its own
+//     accord has not failed, see Finish):
 //     a. an in-flight side effect without idempotency key → UnsafeToRecover;
 //     b. Finalizing → Terminated with the reason it was finalizing for;
 //     c. a gate already at its hard limit → finalize with that reason in a
@@ -68,19 +78,27 @@ limitations under the License.
 //     the next attempt; Running again once its pod runs;
 //     f. else RecoveryExhausted: finalize in a new finalize-only attempt if
 //     the reserve is intact, else end.
-//  8. PolicyViolation: the current attempt's counters went below the ledger,
+//  9. PolicyViolation: the current attempt's counters went below the ledger,
 //     or its usage exceeds its grant → PolicyViolation.
-//  9. Finish: finish proposed → Finalizing/Completed; spec.stop Finalize →
-//     Finalizing/FinalizeRequested; a finalizing run whose publication
-//     settled ends with its reason and the settled value: at once if its pod
-//     has stopped, else it stays Finalizing (same attempt, kept finalize
-//     grant) until finalizingTime + finalizationGrace for the agent to exit
-//     on its own, and only then ends (deletes the pod). Advice never enters
-//     this decision.
-//  10. Gates (Running/Recovering): working budget, deadline, maxSteps,
+//  10. Finish: finish proposed → Finalizing/Completed; so is the current
+//     pod's exit 0 of its own accord (Succeeded, not being deleted), the
+//     agent process's implicit finish proposal (an agent that only uses the
+//     gateway's two doors never calls finish and settle); spec.stop Finalize
+//     → Finalizing/FinalizeRequested (a finish wins); a finalizing run whose
+//     publication settled ends with its reason and the settled value: at
+//     once if its pod has stopped, else it stays Finalizing (same attempt,
+//     kept finalize grant) until finalizingTime + finalizationGrace for the
+//     agent to exit on its own, and only then ends (deletes the pod). A pod
+//     that exited 0 without settling (Running or Finalizing) is settled from
+//     the gateway's publication facts: Complete if blocksCommitted ==
+//     blocksPlanned > 0, Partial if some blocks were committed, None if
+//     none; the message says "the agent exited 0 without settling; settled
+//     from what the gateway published: 1/1 sections". A pod that exits
+//     non-zero has failed (rung 8). Advice never enters this decision.
+//  11. Gates (Running/Recovering): working budget, deadline, maxSteps,
 //     sameCallLimit, noProgressLimit, in that order; at a hard limit →
 //     Finalizing with the gate's reason if the reserve is intact, else end.
-//  11. Steady: keep working with the working allowance and the directives
+//  12. Steady: keep working with the working allowance and the directives
 //     (Degrade, then Compress, as gates come close); local faults are only
 //     counted.
 //

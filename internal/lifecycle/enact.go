@@ -71,7 +71,11 @@ func enact(f *facts, v verdict) Decision {
 	switch v.phase {
 	case v1alpha1.PhaseTerminated:
 		why := v.cause
-		if v.settled {
+		switch {
+		case v.settled && v.fromFacts && v.finalize:
+			// Finish and exit seen in one pass: nothing was finalized.
+			why = e.st.Finalization.Cause
+		case v.settled:
 			why = e.finalizedStory()
 		}
 		e.end(v.reason, why)
@@ -93,6 +97,11 @@ func enact(f *facts, v verdict) Decision {
 		e.recover()
 	case v1alpha1.PhaseFinalizing:
 		e.finalizing()
+	}
+	if !v.factsDue.IsZero() {
+		e.st.Message = fmt.Sprintf("the pod of attempt %d stopped (%s); waiting up to %s for the gateway's last facts",
+			e.cur.n, f.in.Pod.Phase, dur(v.factsDue.Sub(f.now)))
+		e.requeue = append(e.requeue, v.factsDue)
 	}
 	return e.finish()
 }
@@ -192,11 +201,17 @@ func (e *enactment) terminate(reason v1alpha1.Reason, why string) {
 	e.st.Phase = v1alpha1.PhaseTerminated
 	e.st.Reason = reason
 	e.st.Settlement = e.f.settlement()
+	if e.v.fromFacts {
+		e.st.Settlement = e.f.settlementFromFacts()
+	}
 	if e.st.CompletionTime == nil {
 		e.st.CompletionTime = e.f.stamp()
 	}
 	e.st.Message = why
-	if e.st.StartTime != nil {
+	switch {
+	case e.v.fromFacts:
+		e.st.Message += "; " + e.f.settledFromFactsStory()
+	case e.st.StartTime != nil:
 		e.st.Message += "; " + e.f.publicationStory()
 	}
 	e.d.DeletePod = false

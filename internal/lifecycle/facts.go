@@ -239,10 +239,11 @@ func (f *facts) attemptFailure() (why, story string, latched, failed bool) {
 }
 
 // failure says whether and why the current attempt failed: its pod failed,
-// vanished, or exited before its work was done; it escalated a fault; its
-// pod did not start in time; or it stopped sending heartbeats. An attempt
-// that proposed finish and settled its publication is done, whatever its pod
-// does next.
+// vanished, or exited 0 while being deleted before its work was done; it
+// escalated a fault; its pod did not start in time; or it stopped sending
+// heartbeats. An attempt that proposed finish and settled its publication is
+// done, whatever its pod does next; a pod that exits 0 of its own accord is
+// not a failure but the agent's implicit finish (see exitedZero).
 func (f *facts) failure() (string, bool) {
 	pod, s := f.in.Pod, f.cur.facts.Status
 	if s.FinishProposed && s.Publication.Settled {
@@ -256,12 +257,14 @@ func (f *facts) failure() (string, bool) {
 			return "its pod is gone" + detail(pod.Message), true
 		}
 	case PodSucceeded:
-		if f.phase == v1alpha1.PhaseFinalizing {
-			if !s.Publication.Settled {
-				return "its pod exited before its publication settled", true
-			}
-		} else if !s.FinishProposed {
-			return "its pod exited without proposing finish", true
+		// Exit 0 under a deletion (SIGTERM handled gracefully) is not the
+		// agent's decision that its work is done.
+		switch {
+		case !pod.Terminating:
+		case f.phase == v1alpha1.PhaseFinalizing && !s.Publication.Settled:
+			return "its pod was deleted and exited before its publication settled", true
+		case f.phase != v1alpha1.PhaseFinalizing && !s.FinishProposed:
+			return "its pod was deleted and exited without proposing finish", true
 		}
 	}
 	for _, x := range s.Faults {
@@ -278,6 +281,48 @@ func (f *facts) failure() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// exitedZero reports whether the current attempt's pod exited 0 of its own
+// accord (Succeeded, not being deleted). While the run is Running or
+// Recovering that is the agent process's implicit finish proposal; in
+// Finalizing it ends the finalization. An agent that only uses the
+// gateway's two doors (models, MCP tools) never calls the agent API's
+// finish and settle: its exit is how it says it is done.
+func (f *facts) exitedZero() bool {
+	return f.cur.observed && f.in.Pod.Phase == PodSucceeded && !f.in.Pod.Terminating
+}
+
+// settlesFromFacts reports whether the run's publication is settled by the
+// operator, from what the gateway recorded: the pod exited 0 and nobody
+// settled it.
+func (f *facts) settlesFromFacts() bool {
+	return f.exitedZero() && !f.cur.facts.Status.Publication.Settled
+}
+
+// factsDue says until when the decision waits for the current attempt's
+// last facts: its pod stopped on its own at FinishedAt, and the gateway may
+// still hold coalesced facts (usage, steps) it writes within its flush
+// interval. The facts are final once the attempt proposed finish and settled
+// (both durable before the agent heard back), or once its status shows a
+// write after the pod stopped — later in whole seconds, the resolution of
+// both times — and in any case at FinishedAt + FactGrace. ok is false when
+// there is nothing to wait for.
+func (f *facts) factsDue() (time.Time, bool) {
+	pod, a := f.in.Pod, f.cur
+	if f.in.FactGrace <= 0 || !a.observed || !a.exists || pod.FinishedAt.IsZero() ||
+		pod.Phase != PodSucceeded && pod.Phase != PodFailed {
+		return time.Time{}, false
+	}
+	if s := a.facts.Status; s.FinishProposed && s.Publication.Settled {
+		return time.Time{}, false
+	}
+	stopped := pod.FinishedAt.Truncate(time.Second)
+	if a.facts.FactsWritten.Truncate(time.Second).After(stopped) {
+		return time.Time{}, false
+	}
+	until := stopped.Add(f.in.FactGrace)
+	return until, f.now.Before(until)
 }
 
 // startDeadline is when attempt a's pod must be running: its RunAttempt's
@@ -393,6 +438,22 @@ func (f *facts) settlement() v1alpha1.Settlement {
 		return v1alpha1.SettlementNone
 	case pub.Settled && pub.Settlement != "":
 		return pub.Settlement
+	case pub.BlocksCommitted > 0:
+		return v1alpha1.SettlementPartial
+	}
+	return v1alpha1.SettlementNone
+}
+
+// settlementFromFacts is what the gateway's report holds, judged the way
+// the gateway's settle does: Complete if every planned section is
+// published, Partial if some are, None if none. The latest publication facts
+// stand for the report (the gateway counts the run's report, across
+// attempts).
+func (f *facts) settlementFromFacts() v1alpha1.Settlement {
+	pub, _ := f.latestPublication()
+	switch {
+	case pub.BlocksCommitted > 0 && pub.BlocksCommitted == pub.BlocksPlanned:
+		return v1alpha1.SettlementComplete
 	case pub.BlocksCommitted > 0:
 		return v1alpha1.SettlementPartial
 	}

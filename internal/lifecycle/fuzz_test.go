@@ -74,6 +74,7 @@ func FuzzDecide(f *testing.F) {
 	f.Fuzz(func(t *testing.T, cfg uint64, b []byte) {
 		sc := &script{b: b}
 		s := newSim(fuzzSpec(cfg), QueueView{Position: 1, Limit: 1, Timeout: []time.Duration{0, time.Minute}[cfg&1]})
+		s.factGrace = []time.Duration{0, 3 * time.Second}[cfg>>1&1]
 		everFinalizing := false
 		for pass := range 16 {
 			perturb(s, sc)
@@ -131,7 +132,11 @@ func perturb(s *sim, sc *script) {
 		70 * time.Second, 10 * time.Minute, 25 * time.Minute}[sc.pick(8)])
 	perturbPod(s, sc.next())
 	if a := s.attempt(); a != nil {
-		perturbFacts(&a.Status, a.Grant, sc.next())
+		op := sc.next()
+		perturbFacts(&a.Status, a.Grant, op)
+		if op&0x20 != 0 {
+			a.FactsWritten = s.now // the gateway wrote the facts
+		}
 	}
 	perturbUser(s, sc.next(), sc.next())
 }
@@ -149,12 +154,16 @@ func perturbPod(s *sim, op byte) {
 			p.Phase, p.StartTime = PodRunning, s.now
 		}
 	case 2:
-		if p.Phase != PodAbsent {
-			p.Phase, p.Message = PodFailed, evicted
+		if p.Phase != PodAbsent && !p.Phase.stopped() {
+			p.Phase, p.Message, p.FinishedAt = PodFailed, evicted, s.now
 		}
 	case 3:
-		if p.Phase != PodAbsent {
-			p.Phase = PodSucceeded
+		if p.Phase != PodAbsent && !p.Phase.stopped() {
+			p.Phase, p.FinishedAt = PodSucceeded, s.now
+		}
+	case 6:
+		if p.Phase == PodRunning {
+			p.Phase, p.Terminating = PodSucceeded, op&0x40 != 0 // exit 0, perhaps under a deletion
 		}
 	case 4:
 		p.Phase, p.Terminating = PodAbsent, false
@@ -260,6 +269,7 @@ var invariants = []struct {
 	{"nothing more after Cancel", nothingAfterCancel},
 	{"no recovery over an unsafe effect", noUnsafeRecovery},
 	{"Terminated only once the pod stopped", terminatedOnlyWhenStopped},
+	{"no judgement on facts the gateway may still write", waitsForLastFacts},
 	{"bookkeeping", bookkeeping},
 }
 
@@ -425,6 +435,44 @@ func noUnsafeRecovery(in Input, d Decision, _ bool) string {
 	rc := findCondition(d.Status.Conditions, v1alpha1.ConditionRecovering)
 	if d.Status.Phase == v1alpha1.PhaseRecovering || d.Attempt > cur.Attempt || rc != nil && rc.Status == metav1.ConditionTrue {
 		return fmt.Sprintf("recovered attempt %d: phase %s, attempt %d", cur.Attempt, d.Status.Phase, d.Attempt)
+	}
+	return ""
+}
+
+// waitsForLastFacts: once the current pod stopped on its own, its facts
+// are not judged until they are final (finish proposed and settled, or a
+// write after the stop, in whole seconds) or FactGrace has passed: the run
+// holds its phase, reason and attempt, deletes nothing and looks again no
+// later than the grace's end. Only the rungs above it (an earlier decision
+// to stop, Cancel, the hard deadline) do not wait.
+func waitsForLastFacts(in Input, d Decision, _ bool) string {
+	st, pod := in.Status, in.Pod
+	if in.FactGrace <= 0 || !st.Phase.IsActive() || in.Spec.Stop == v1alpha1.StopCancel || len(in.Attempts) == 0 ||
+		pod.FinishedAt.IsZero() || pod.Phase != PodSucceeded && pod.Phase != PodFailed {
+		return ""
+	}
+	if c := findCondition(st.Conditions, v1alpha1.ConditionReady); c != nil && c.Reason == v1alpha1.ConditionReasonStopping {
+		return ""
+	}
+	lim := limitsFor(in.Spec)
+	if st.StartTime == nil || !in.Now.Before(st.StartTime.Add(lim.deadline+lim.grace)) {
+		return ""
+	}
+	cur := in.Attempts[len(in.Attempts)-1] // the sim lists attempts in order
+	if cur.Attempt < st.Attempt || cur.Status.FinishProposed && cur.Status.Publication.Settled {
+		return ""
+	}
+	stopped := pod.FinishedAt.Truncate(time.Second)
+	until := stopped.Add(in.FactGrace)
+	if cur.FactsWritten.Truncate(time.Second).After(stopped) || !in.Now.Before(until) {
+		return ""
+	}
+	switch {
+	case d.Status.Phase != st.Phase || d.Status.Reason != st.Reason || d.DeletePod || d.Attempt != cur.Attempt:
+		return fmt.Sprintf("judged %s after the pod stopped, before its facts were final: %s/%s, delete %t, attempt %d",
+			in.Now.Sub(pod.FinishedAt), d.Status.Phase, d.Status.Reason, d.DeletePod, d.Attempt)
+	case d.RequeueAfter <= 0 || d.RequeueAfter > until.Sub(in.Now):
+		return fmt.Sprintf("requeue %s, the fact grace ends in %s", d.RequeueAfter, until.Sub(in.Now))
 	}
 	return ""
 }

@@ -52,6 +52,7 @@ const (
 	rungBlocked         = "Blocked"
 	rungQueue           = "Queue"
 	rungHardDeadline    = "HardDeadline"
+	rungFactGrace       = "FactGrace"
 	rungAttemptFailed   = "AttemptFailed"
 	rungPolicyViolation = "PolicyViolation"
 	rungFinish          = "Finish"

@@ -18,6 +18,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -48,6 +49,12 @@ type verdict struct {
 	failed bool
 	// newFailure: this pass saw the failure; the backoff counts from now.
 	newFailure bool
+	// fromFacts: the operator settles the publication from what the
+	// gateway recorded (the pod exited 0 and nobody settled it).
+	fromFacts bool
+	// factsDue: the run holds its course and waits until then for the
+	// gateway's last facts of an attempt whose pod stopped.
+	factsDue time.Time
 }
 
 // ending is the verdict that ends the run with reason.
@@ -143,6 +150,22 @@ func hardDeadline(f *facts) (verdict, bool) {
 		dur(f.now.Sub(start)), dur(lim.deadline), dur(lim.grace))), true
 }
 
+// factGrace: the current attempt's pod stopped on its own and the gateway
+// may not have written its last coalesced facts yet (usage, steps: within
+// its flush interval). The rungs below judge those facts — a failure, a
+// finish, a violation, a gate — so the run holds its course until the
+// facts are final or FactGrace has passed since the pod stopped. Nothing
+// is spent meanwhile: the pod has stopped.
+func factGrace(f *facts) (verdict, bool) {
+	until, wait := f.factsDue()
+	if !wait || !f.phase.IsActive() || f.waiting() {
+		return verdict{}, false
+	}
+	v, _ := steady(f)
+	v.factsDue = until
+	return v, true
+}
+
 // attemptFailed: the current attempt failed (or an earlier pass saw it fail
 // and is replacing it). In order: an in-flight effect without idempotency
 // key ends the run (UnsafeToRecover); a finalizing run ends with its
@@ -202,19 +225,26 @@ func policyViolation(f *facts) (verdict, bool) {
 	return verdict{}, false
 }
 
-// finishOrSettle: a proposed finish (Completed) or spec.stop: Finalize
-// (FinalizeRequested) moves a working run to Finalizing; a settled
-// publication ends a finalizing run, at once if its pod stopped, else once
-// the pod had until finalizingTime + finalizationGrace to exit. Advice never
-// enters this decision.
+// finishOrSettle: a proposed finish (Completed) — the agent's own, or its
+// pod's exit 0, an implicit one — or spec.stop: Finalize (FinalizeRequested)
+// moves a working run to Finalizing; a settled publication ends a finalizing
+// run, at once if its pod stopped, else once the pod had until
+// finalizingTime + finalizationGrace to exit. A pod that exited 0 without
+// settling is settled by the operator from the publication facts the
+// gateway recorded (fromFacts). Advice never enters this decision.
 func finishOrSettle(f *facts) (verdict, bool) {
-	settled := f.cur.facts.Status.Publication.Settled
+	fromFacts := f.settlesFromFacts()
+	settled := f.cur.facts.Status.Publication.Settled || fromFacts
 	switch f.phase {
 	case v1alpha1.PhaseRunning, v1alpha1.PhaseRecovering:
-		v := verdict{phase: v1alpha1.PhaseFinalizing, finalize: true, reason: v1alpha1.ReasonCompleted, settled: settled}
+		v := verdict{phase: v1alpha1.PhaseFinalizing, finalize: true, reason: v1alpha1.ReasonCompleted,
+			settled: settled, fromFacts: fromFacts}
 		switch {
 		case f.cur.facts.Status.FinishProposed:
 			v.cause = fmt.Sprintf("attempt %d proposed finish after %d steps", f.cur.n, f.steps)
+		case f.exitedZero():
+			// The agent process's exit 0 is its finish proposal.
+			v.cause = fmt.Sprintf("attempt %d exited 0 after %d steps without proposing finish: an implicit finish", f.cur.n, f.steps)
 		case f.in.Spec.Stop == v1alpha1.StopFinalize:
 			v.reason = v1alpha1.ReasonFinalizeRequested
 			v.cause = fmt.Sprintf("finalize requested (spec.stop: Finalize) after %d steps", f.steps)
@@ -229,7 +259,7 @@ func finishOrSettle(f *facts) (verdict, bool) {
 		if !settled {
 			return verdict{}, false
 		}
-		v := verdict{phase: v1alpha1.PhaseFinalizing, reason: f.in.Status.Reason, settled: true}
+		v := verdict{phase: v1alpha1.PhaseFinalizing, reason: f.in.Status.Reason, settled: true, fromFacts: fromFacts}
 		if _, wait := f.exitDeadline(false); !wait {
 			v.phase = v1alpha1.PhaseTerminated
 		}

@@ -86,6 +86,18 @@ func (f *facts) publicationStory() string {
 	return s
 }
 
+// settledFromFactsStory tells a publication the operator settled from the
+// gateway's facts.
+func (f *facts) settledFromFactsStory() string {
+	pub, _ := f.latestPublication()
+	s := fmt.Sprintf("the agent exited 0 without settling; settled from what the gateway published: %d/%d sections",
+		pub.BlocksCommitted, pub.BlocksPlanned)
+	if pub.Location != "" {
+		s += " in " + pub.Location
+	}
+	return s
+}
+
 // runningMessage tells how far a working run is on attempt a.
 func (f *facts) runningMessage(a attempt, directives []v1alpha1.Directive) string {
 	w := f.lim.working()

@@ -17,6 +17,8 @@ type sim struct {
 	attempts map[int32]*AttemptFacts
 	pods     map[int32]*PodObservation
 	queue    QueueView
+	// factGrace is Input.FactGrace.
+	factGrace time.Duration
 }
 
 func newSim(spec v1alpha1.ResearchRunSpec, queue QueueView) *sim {
@@ -38,7 +40,8 @@ func (s *sim) attempt() *AttemptFacts { return s.attempts[s.current()] }
 func (s *sim) pod() *PodObservation   { return s.pods[s.current()] }
 
 func (s *sim) input() Input {
-	in := Input{Now: s.now, Name: "r1", Generation: 1, Spec: *s.spec.DeepCopy(), Status: *s.status.DeepCopy(), Queue: s.queue}
+	in := Input{Now: s.now, Name: "r1", Generation: 1, Spec: *s.spec.DeepCopy(), Status: *s.status.DeepCopy(), Queue: s.queue,
+		FactGrace: s.factGrace}
 	keys := make([]int32, 0, len(s.attempts))
 	for n := range s.attempts {
 		keys = append(keys, n)
@@ -46,7 +49,8 @@ func (s *sim) input() Input {
 	slices.Sort(keys)
 	for _, n := range keys {
 		a := s.attempts[n]
-		in.Attempts = append(in.Attempts, AttemptFacts{Attempt: a.Attempt, Created: a.Created, Grant: *a.Grant.DeepCopy(), Status: *a.Status.DeepCopy()})
+		in.Attempts = append(in.Attempts, AttemptFacts{Attempt: a.Attempt, Created: a.Created, Grant: *a.Grant.DeepCopy(), Status: *a.Status.DeepCopy(),
+			FactsWritten: a.FactsWritten})
 	}
 	in.Pod = PodObservation{Phase: PodAbsent}
 	if p := s.pod(); p != nil {

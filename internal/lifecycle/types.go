@@ -56,6 +56,10 @@ type PodObservation struct {
 	Created bool
 	// StartTime is when the pod started; zero if unknown.
 	StartTime time.Time
+	// FinishedAt is when the pod stopped on its own (Succeeded or Failed):
+	// the latest finishedAt of its containers; zero if it has not stopped
+	// or the time is unknown. The fact grace counts from it.
+	FinishedAt time.Time
 	// Message is the pod's reason and message, e.g. "Evicted: node pressure",
 	// quoted in the run's message.
 	Message string
@@ -71,6 +75,12 @@ type AttemptFacts struct {
 	Grant v1alpha1.Grant
 	// Status is the facts the attempt's pod reported.
 	Status v1alpha1.RunAttemptStatus
+	// FactsWritten is when the attempt's status was last written by its
+	// author (the gateway): the API server's time of the latest write to
+	// the status subresource (metadata.managedFields); zero if unknown.
+	// status.heartbeatTime cannot tell it: it is when the agent last
+	// called, never after its pod stopped.
+	FactsWritten time.Time
 }
 
 // QueueView is the run's place in its session's queue.
@@ -112,6 +122,11 @@ type Input struct {
 	// Session or RuntimePolicy does not exist, or the policy is not resolved
 	// and valid. Only read while the run is Pending.
 	Blocked string
+	// FactGrace is how long after the current pod stopped on its own
+	// (PodObservation.FinishedAt) the decision waits for the gateway's last
+	// write of the facts it coalesces (usage, steps) before judging them,
+	// unless they are already final; 0: no wait.
+	FactGrace time.Duration
 	// StopCause says why spec.stop was set when the operator set it on the
 	// user's behalf (e.g. "session s was deleted"); it leads the message.
 	StopCause string
