@@ -3,7 +3,10 @@
 // An agent on @openai/agents (npm), unmodified but for where it meets the
 // gateway (gateway.mjs): its model is the gateway's Chat Completions door,
 // its tools are the gateway's MCP door. It runs the run's goal to a final
-// answer and prints it.
+// answer, prints it and exits 0: the operator takes that exit as the finish
+// and settles the run from what the gateway's report.publish published. It
+// calls nothing of the agent API but, without $AGENTRUN_GOAL, GET /self for
+// the goal.
 //
 // A refused tool call (permission denied in this mode, approval denied or
 // expired, grant exhausted, an Unknown outcome, invalid arguments) comes back
@@ -27,8 +30,10 @@ setDefaultOpenAIClient(client);
 
 const modelName = process.env.AGENTRUN_MODEL || 'scripted';
 const maxTurns = Number(process.env.AGENTRUN_MAX_TURNS || 20);
-// AGENTRUN_SETTLE=0: end without proposing finish and settling (not under the operator).
-const settle = process.env.AGENTRUN_SETTLE !== '0';
+// AGENTRUN_SETTLE=1 (opt-in): propose finish and settle through the agent API
+// before exiting, so the settlement is the gateway's own and the operator has no
+// last facts to wait for; by default the exit 0 says it all.
+const settle = process.env.AGENTRUN_SETTLE === '1';
 
 /** @param {string} line @param {number} code @returns {never} */
 function die(line, code) {

@@ -109,10 +109,12 @@ async function selfPost(path) {
 }
 
 /**
- * The end of a run, which the operator needs and the MCP door cannot say:
+ * An explicit end of the run (agent.mjs calls it only with AGENTRUN_SETTLE=1):
  * propose finish (POST /agentrun/v1/self/finish), then settle the
  * publication from what report.publish wrote (POST /agentrun/v1/self/settle).
- * A pod that exits without both is a failed attempt to the operator.
+ * Not needed: the operator takes the pod's exit 0 as the finish and settles
+ * from what the gateway published, after waiting (at most --fact-grace) for
+ * the gateway's last facts; with both calls made the facts are final at once.
  * @returns {Promise<{settlement: string, blocksPlanned: number, blocksCommitted: number}>}
  */
 export async function finishRun() {

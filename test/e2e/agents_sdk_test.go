@@ -236,12 +236,18 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		}, nil)
 		agentRun(w, "sdk-complete", nil)
 
-		w.terminated("sdk-complete", v1.ReasonCompleted, v1.SettlementComplete)
+		// The agent calls nothing of the agent API: its exit 0 is the finish,
+		// and the operator settles from what report.publish published.
+		run := w.terminated("sdk-complete", v1.ReasonCompleted, v1.SettlementComplete)
+		Expect(run.Status.Message).To(ContainSubstring("exited 0 after"), run.Status.Message)
+		Expect(run.Status.Message).To(ContainSubstring("an implicit finish"), run.Status.Message)
+		Expect(run.Status.Message).To(ContainSubstring("the agent exited 0 without settling; settled from what the gateway published: 1/1 sections"))
+		Expect(apimeta.IsStatusConditionTrue(run.Status.Conditions, v1.ConditionSucceeded)).To(BeTrue())
 		Expect(w.attempts("sdk-complete")).To(Equal([]int{1}))
 		out := logs(w, "sdk-complete")
 		Expect(out).To(ContainSubstring(`agent: tools ["notes.write","report.publish","ticket.lookup","ticket.create"]`))
 		Expect(out).To(ContainSubstring("node-3 fails because its disk is full"))
-		Expect(out).To(ContainSubstring("agent: settled Complete (1/1 sections)"))
+		Expect(out).NotTo(ContainSubstring("agent: settled"))
 
 		cm := w.report("sdk-complete")
 		Expect(cm).NotTo(BeNil())
@@ -260,6 +266,11 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		Expect(ra.Status.Usage.ToolCalls).To(BeEquivalentTo(2))
 		Expect(ra.Status.Usage.ModelRequests).To(BeEquivalentTo(3))
 		Expect(ra.Status.InFlight).To(BeEmpty())
+		Expect(ra.Status.FinishProposed).To(BeFalse(), "the agent never proposed finish")
+		Expect(ra.Status.Publication.Settled).To(BeFalse(), "nor settled")
+		// The run was judged on the gateway's last facts (its coalesced usage
+		// lands within a flush interval of the exit): the ledger is complete.
+		Expect(run.Status.Budget.Used).To(Equal(ra.Status.Usage))
 	})
 
 	It("in Plan mode sees and calls only effect-None tools", func() {
@@ -282,6 +293,7 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		Expect(w.sections("sdk-plan")).To(BeEmpty())
 		Expect(run.Status.Reason).To(Equal(v1.ReasonCompleted), "message: %s", run.Status.Message)
 		Expect(run.Status.Settlement).To(Equal(v1.SettlementNone), "message: %s", run.Status.Message)
+		Expect(run.Status.Message).To(ContainSubstring("settled from what the gateway published: 0/0 sections"))
 	})
 
 	It("waits for an approval of its High-risk report.publish, given with kubectl patch, then publishes", func() {
@@ -320,7 +332,8 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		c := apimeta.FindStatusCondition(run.Status.Conditions, v1.ConditionAwaitingApproval)
 		Expect(c).NotTo(BeNil())
 		Expect(c.Status).To(Equal(metav1.ConditionFalse))
-		Expect(logs(w, "sdk-approval")).To(ContainSubstring("agent: settled Complete (1/1 sections)"))
+		Expect(run.Status.Message).To(ContainSubstring("settled from what the gateway published: 1/1 sections"))
+		Expect(logs(w, "sdk-approval")).To(ContainSubstring("Published after approval."))
 		Expect(toolMessages(model.requests("approval"))).To(HaveExactElements(ContainSubstring(`published section "Findings"`)))
 	})
 
@@ -357,16 +370,17 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		Expect(ra.Status.Faults).To(ContainElement(And(
 			HaveField("Scope", v1.FaultScopeTool), HaveField("Kind", "OutcomeUnknown"))))
 
-		By("the run is not replayed: one attempt, which proposed finish and settled, so it Completed (nothing published)")
+		By("the run is not replayed: one attempt, which exited 0 (an implicit finish), so it Completed (nothing published)")
 		// The operator recovers (replays) only a failed attempt, and refuses
 		// to when it holds an effect without an idempotency key
 		// (UnsafeToRecover). This attempt did not fail: the agent heard the
-		// outcome was unknown, answered, proposed finish and settled, so the
-		// run completes with what was published (nothing: None), and the
-		// Unknown record stays on the RunAttempt.
+		// outcome was unknown, answered and exited 0, so the run completes
+		// with what was published (nothing: None), and the Unknown record
+		// stays on the RunAttempt.
 		Expect(w.attempts("sdk-unknown")).To(Equal([]int{1}))
 		Expect(run.Status.Reason).To(Equal(v1.ReasonCompleted), "message: %s", run.Status.Message)
 		Expect(run.Status.Settlement).To(Equal(v1.SettlementNone), "message: %s", run.Status.Message)
+		Expect(run.Status.Message).To(ContainSubstring("an implicit finish"))
 	})
 
 })

@@ -49,10 +49,12 @@ test('calls the dotted MCP tools under _ names with the bearer token, gets refus
     });
     assert.equal(r.code, 0, `agent failed:\n${r.stdout}\n${r.stderr}`);
     assert.match(r.stdout, /FINAL ANSWER/);
-    // It printed what tools/list gave it, and ended by proposing finish and settling.
+    // It printed what tools/list gave it, and ended by exiting 0: it never called the
+    // agent API (the goal came from $AGENTRUN_GOAL); the operator settles from the exit.
     assert.match(r.stdout, /agent: tools \[.*"report\.publish".*\]/);
-    assert.match(r.stdout, /agent: settled Complete/);
-    assert.deepEqual(gw.seen.requests.slice(-2).map((q) => q.path), ['/agentrun/v1/self/finish', '/agentrun/v1/self/settle']);
+    assert.doesNotMatch(r.stdout, /agent: settled/);
+    assert.deepEqual(gw.seen.requests.filter((q) => q.path.startsWith('/agentrun/')).map((q) => q.path), []);
+    assert.equal(gw.seen.requests.at(-1)?.path, '/v1/chat/completions', 'the final answer is its last request');
 
     // Every request, to either door, carried the token the file held at the time.
     assert.ok(gw.seen.requests.length > 0);
@@ -91,6 +93,20 @@ test('calls the dotted MCP tools under _ names with the bearer token, gets refus
     console.log(`MCP methods: ${gw.seen.mcpMethods.join(', ')}`);
     console.log(`HTTP: ${gw.seen.requests.map((q) => `${q.method} ${q.path}`).join(', ')}`);
     console.log(`tool messages: ${JSON.stringify(toolMsgs)}`);
+  } finally {
+    await gw.close();
+  }
+});
+
+test('AGENTRUN_SETTLE=1: proposes finish and settles through the agent API before it exits', async () => {
+  const file = tokenFile();
+  const gw = await startStubGateway({ tokenFile: file });
+  try {
+    const r = await runAgent({ AGENTRUN_GATEWAY_URL: gw.url, AGENTRUN_TOKEN_FILE: file, AGENTRUN_GOAL: 'goal', AGENTRUN_SETTLE: '1' });
+    assert.equal(r.code, 0, `agent failed:\n${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /agent: settled Complete \(1\/1 sections\)/);
+    const api = gw.seen.requests.filter((q) => q.path.startsWith('/agentrun/')).map((q) => q.path);
+    assert.deepEqual(api, ['/agentrun/v1/self/finish', '/agentrun/v1/self/settle']);
   } finally {
     await gw.close();
   }

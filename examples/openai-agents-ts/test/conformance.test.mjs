@@ -5,7 +5,8 @@
 // over HTTPS with its own CA, playing the operator's part. Its model is the
 // scripted upstream's default (one answer, no tool calls), so the agent
 // connects to the MCP door, lists its tools, gets its final answer from the
-// model door, proposes finish and settles. Needs Go, or the built server in
+// model door and exits 0 without calling the agent API (the operator settles
+// from that exit). Needs Go, or the built server in
 // $AGENTRUN_CONFORMANCE_SERVER (hack/test-clients.sh sets it).
 import assert from 'node:assert/strict';
 import { spawn, spawnSync } from 'node:child_process';
@@ -38,7 +39,7 @@ async function startServer(args = []) {
   };
 }
 
-test('agent.mjs on the conformance gateway: both doors over HTTPS, then finish and settle', async () => {
+test('agent.mjs on the conformance gateway: both doors over HTTPS, then exit 0 without the agent API', async () => {
   const server = await startServer();
   try {
     const env = { ...process.env, ...server.manifest.env, AGENTRUN_MODEL: server.manifest.model };
@@ -48,11 +49,11 @@ test('agent.mjs on the conformance gateway: both doors over HTTPS, then finish a
     assert.match(out.stdout, /agent: tools \[.*"notes\.write".*\]/);
     assert.match(out.stdout, /agent: tools \[.*"report\.publish".*\]/);
     assert.match(out.stdout, /fake upstream/); // the model door's answer
-    assert.match(out.stdout, /agent: settled None \(0\/0 sections\)/);
+    assert.doesNotMatch(out.stdout, /agent: settled/);
     const { status } = await server.status();
-    assert.equal(status.finishProposed, true, out.stdout);
-    assert.equal(status.publication.settled, true);
-    assert.equal(status.publication.settlement, 'None');
+    // Nothing proposed or settled: the attempt's facts are what the doors counted.
+    assert.ok(!status.finishProposed, out.stdout);
+    assert.ok(!status.publication?.settled, JSON.stringify(status.publication));
     assert.equal(status.usage.modelRequests, 1);
   } finally {
     await server.close();

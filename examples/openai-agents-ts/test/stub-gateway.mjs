@@ -9,7 +9,7 @@
 //                              @modelcontextprotocol/sdk (server side), whose tools
 //                              have the catalogue's dotted names; GET/DELETE → 405
 //   GET  /agentrun/v1/self     {"goal": ...}
-//   POST /agentrun/v1/self/finish, /agentrun/v1/self/settle   (the agent's last two requests)
+//   POST /agentrun/v1/self/finish, /agentrun/v1/self/settle   (with AGENTRUN_SETTLE=1, the agent's last two requests)
 // over HTTP, or HTTPS with a given key and certificate.
 // Every request must carry `Authorization: Bearer <the token file's contents>`
 // (checked against the file as it is when the request arrives; else 401); the
