@@ -214,6 +214,9 @@ func (e *enactment) terminate(reason v1alpha1.Reason, why string) {
 	case e.st.StartTime != nil:
 		e.st.Message += "; " + e.f.publicationStory()
 	}
+	if u := e.f.unknownEffectsStory(); u != "" {
+		e.st.Message += "; " + u
+	}
 	e.d.DeletePod = false
 }
 

@@ -54,6 +54,14 @@ func exitCases() map[string]decideCase {
 				}
 			},
 		},
+		"exit 0 with a side effect whose outcome is unknown: Completed, and the message names it": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Steps: 3, Publication: report(1, 1),
+				InFlight: []v1alpha1.InFlightEffect{{ID: "call-7", Tool: "ticket.create", Effect: v1alpha1.EffectExternal,
+					Outcome: v1alpha1.OutcomeUnknown}}})), podIs(PodSucceeded)),
+			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementComplete,
+				StatusAttempt: 1, Events: []string{evCompleted}, Conditions: completedOK},
+			message: "1 side effect has an unknown outcome, check it: ticket.create call-7",
+		},
 		"exit 0: Partial when some planned sections are published": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Steps: 3, Publication: report(5, 2)})), podIs(PodSucceeded)),
 			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonCompleted, Settlement: v1alpha1.SettlementPartial,

@@ -86,6 +86,28 @@ func (f *facts) publicationStory() string {
 	return s
 }
 
+// unknownEffectsStory names the current attempt's side effects whose
+// outcome the gateway could not know (a timeout, a lost connection, a
+// gateway restart): a person should check them, since nobody else will.
+func (f *facts) unknownEffectsStory() string {
+	if !f.cur.exists {
+		return ""
+	}
+	var names []string
+	for _, r := range f.cur.facts.Status.InFlight {
+		if r.Outcome == v1alpha1.OutcomeUnknown {
+			names = append(names, r.Tool+" "+r.ID)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return ""
+	case 1:
+		return "1 side effect has an unknown outcome, check it: " + names[0]
+	}
+	return fmt.Sprintf("%d side effects have an unknown outcome, check them: %s", len(names), strings.Join(names, ", "))
+}
+
 // settledFromFactsStory tells a publication the operator settled from the
 // gateway's facts.
 func (f *facts) settledFromFactsStory() string {
