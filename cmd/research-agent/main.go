@@ -16,12 +16,12 @@ limitations under the License.
 
 // Command research-agent is the reference agent of agentrun: a research loop
 // (plan → tool calls → notes → publish sections → settle) on the agent SDK
-// (pkg/agent), with a scripted provider for tests and demos and an
-// OpenAI-compatible provider for real use. The logic lives in
-// pkg/agent/research, so tests run it in-process. It reaches models and
-// reports facts only through agentrun-gateway ($AGENTRUN_GATEWAY_URL, with the
-// projected token in $AGENTRUN_TOKEN_FILE); it holds no API-server token and
-// no provider key.
+// (pkg/agent), with a scripted provider for tests and demos
+// (internal/research/scripted) and an OpenAI-compatible provider for real
+// use. The logic lives in pkg/agent/research, so tests run it in-process. It
+// reaches models and reports facts only through agentrun-gateway
+// ($AGENTRUN_GATEWAY_URL, with the projected token in $AGENTRUN_TOKEN_FILE);
+// it holds no API-server token and no provider key.
 package main
 
 import (
@@ -40,8 +40,15 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/agentrun-dev/agentrun/internal/research/scripted"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 	"github.com/agentrun-dev/agentrun/pkg/agent/research"
+)
+
+// Providers (--provider).
+const (
+	providerScripted = "scripted"
+	providerOpenAI   = "openai"
 )
 
 func main() {
@@ -52,10 +59,11 @@ func run(args []string) int {
 	fs := flag.NewFlagSet("research-agent", flag.ContinueOnError)
 	cfg := research.Config{Agent: agent.ConfigFromEnv(), Exit: os.Exit}
 	cfg.Agent.BindFlags(fs)
-	var allow, metricsAddr string
-	fs.StringVar(&cfg.ProviderName, "provider", research.ProviderScripted, "model provider: scripted or openai")
-	fs.StringVar(&cfg.ScriptPath, "script", "", "scripted provider: script file (docs/script-format.md)")
-	fs.StringVar(&cfg.ScriptEnv, "script-env", research.EnvScript,
+	var allow, metricsAddr, providerName string
+	script := &scripted.Harness{}
+	fs.StringVar(&providerName, "provider", providerScripted, "model provider: scripted or openai")
+	fs.StringVar(&script.Path, "script", "", "scripted provider: script file (docs/script-format.md)")
+	fs.StringVar(&script.Env, "script-env", scripted.EnvScript,
 		"scripted provider: environment variable holding the script when --script is not set "+
 			"(a pod sets it from a ConfigMap key with valueFrom.configMapKeyRef)")
 	fs.StringVar(&cfg.Model, "model", "",
@@ -90,6 +98,15 @@ func run(args []string) int {
 		}
 	}
 	cfg.Agent.Registry = prometheus.NewRegistry()
+	switch providerName {
+	case providerScripted:
+		script.Configure(&cfg)
+	case providerOpenAI:
+	default:
+		// Said once the agent started, like any provider that cannot start.
+		err := fmt.Errorf("unknown provider %q (scripted or openai)", providerName)
+		cfg.Hooks.Provider = func(research.Session) (research.Provider, error) { return nil, err }
+	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()

@@ -30,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/research/scripted"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 	"github.com/agentrun-dev/agentrun/pkg/agent/research"
 )
@@ -82,7 +83,7 @@ func agentRun(ns, name string, budget, reserve int64, script string) <-chan erro
 	}, timeout, interval).Should(Succeed())
 	kubelet(pod, corev1.PodRunning)
 
-	s, err := research.ParseScript([]byte(script))
+	s, err := scripted.Parse([]byte(script))
 	Expect(err).NotTo(HaveOccurred())
 	cfg := research.Config{
 		Agent: agent.Config{
@@ -90,9 +91,8 @@ func agentRun(ns, name string, budget, reserve int64, script string) <-chan erro
 			Token:        podToken(ns, pod, "agentrun-gateway"),
 			PollInterval: 100 * time.Millisecond,
 		},
-		ProviderName: "scripted",
-		Script:       s,
 	}
+	(&scripted.Harness{Script: s}).Configure(&cfg)
 	done := make(chan error, 1)
 	go func() {
 		defer GinkgoRecover()

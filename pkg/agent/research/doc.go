@@ -20,9 +20,12 @@ limitations under the License.
 // in-process against a fake or real API server (Config.Agent takes a
 // client.Client or a rest.Config).
 //
-// Two model providers: Scripted plays a Script of model turns and injected
-// faults (docs/script-format.md), OpenAI speaks the OpenAI-compatible
-// chat-completions wire format with tool calls. Sections are published into
+// The model provider is OpenAI, which speaks the OpenAI-compatible
+// chat-completions wire format with tool calls through the gateway's model
+// door, or any Provider. Hooks let a harness play the model and inject
+// faults: internal/research/scripted plays a script of model turns and
+// faults (docs/script-format.md) for tests and demos through them, and is
+// no part of this package's API. Sections are published into
 // the run's report ConfigMap (<run>-report, labelled agentrun.dev/run and
 // owned by the ResearchRun), and the settlement reported is what that
 // ConfigMap actually holds.

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package research
+package research_test
 
 import (
 	"context"
@@ -35,9 +35,11 @@ import (
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/research/scripted"
+	"github.com/agentrun-dev/agentrun/pkg/agent/research"
 )
 
 const (
@@ -54,35 +56,35 @@ type world struct {
 	t       *testing.T
 	g       Gomega
 	web     *httptest.Server
-	decide  func(actionID string) (v1.ApprovalDecision, bool)
+	decide  func(actionID string) (v1alpha1.ApprovalDecision, bool)
 	approve sync.Once
 }
 
 // researchAttempt makes the test attempt the research agent's: the sample
 // policy's chain and tools, a grant of 20 model requests and 30 tool calls,
 // attempt number attempt.
-func researchAttempt(ra *v1.RunAttempt, attempt int32) {
-	ra.Labels[v1.LabelAttempt] = fmt.Sprint(attempt)
+func researchAttempt(ra *v1alpha1.RunAttempt, attempt int32) {
+	ra.Labels[v1alpha1.LabelAttempt] = fmt.Sprint(attempt)
 	ra.Spec.Attempt = attempt
 	ra.Spec.Goal = "compare vector databases"
-	ra.Spec.Grant = v1.Grant{ModelRequests: 20, ToolCalls: 30}
+	ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 20, ToolCalls: 30}
 	ra.Spec.Policy.Name = "default"
-	ra.Spec.Policy.ResolvedChain = []v1.ResolvedInterceptor{
-		{Name: "auth", Class: v1.ClassSecurity, Role: v1.RoleAuthentication, Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: true},
-		{Name: "rate_limit", Class: v1.ClassResource, Role: v1.RoleIdentityConsumer, Phase: v1.InterceptorPre, Priority: 20, OnError: v1.PostureDeny, Veto: true},
-		{Name: "redact", Class: v1.ClassSecurity, Role: v1.RoleRedaction, Phase: v1.InterceptorPost, Priority: 50, OnError: v1.PostureDeny},
-		{Name: "audit", Class: v1.ClassObservability, Role: v1.RoleAudit, Phase: v1.InterceptorPost, Priority: 90, OnError: v1.PostureAllow, Buffered: true},
+	ra.Spec.Policy.ResolvedChain = []v1alpha1.ResolvedInterceptor{
+		{Name: "auth", Class: v1alpha1.ClassSecurity, Role: v1alpha1.RoleAuthentication, Phase: v1alpha1.InterceptorPre, Priority: 10, OnError: v1alpha1.PostureDeny, Veto: true},
+		{Name: "rate_limit", Class: v1alpha1.ClassResource, Role: v1alpha1.RoleIdentityConsumer, Phase: v1alpha1.InterceptorPre, Priority: 20, OnError: v1alpha1.PostureDeny, Veto: true},
+		{Name: "redact", Class: v1alpha1.ClassSecurity, Role: v1alpha1.RoleRedaction, Phase: v1alpha1.InterceptorPost, Priority: 50, OnError: v1alpha1.PostureDeny},
+		{Name: "audit", Class: v1alpha1.ClassObservability, Role: v1alpha1.RoleAudit, Phase: v1alpha1.InterceptorPost, Priority: 90, OnError: v1alpha1.PostureAllow, Buffered: true},
 	}
-	ra.Spec.Policy.Tools = []v1.Tool{
-		{Name: ToolHTTPGet, Risk: v1.RiskLow, Effect: v1.EffectNone},
-		{Name: ToolNotesWrite, Risk: v1.RiskLow, Effect: v1.EffectWrite, Idempotent: true},
-		{Name: ToolReportPublish, Risk: v1.RiskHigh, Effect: v1.EffectExternal},
+	ra.Spec.Policy.Tools = []v1alpha1.Tool{
+		{Name: research.ToolHTTPGet, Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
+		{Name: research.ToolNotesWrite, Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectWrite, Idempotent: true},
+		{Name: research.ToolReportPublish, Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
 	}
-	ra.Spec.Policy.AutoApprove = []string{ToolNotesWrite}
+	ra.Spec.Policy.AutoApprove = []string{research.ToolNotesWrite}
 }
 
 // newWorld starts a world whose attempt is number 1, changed by mutate.
-func newWorld(t *testing.T, mutate func(*v1.RunAttempt), objs ...client.Object) *world {
+func newWorld(t *testing.T, mutate func(*v1alpha1.RunAttempt), objs ...client.Object) *world {
 	t.Helper()
 	return newWorldWith(t, gatewaytest.Options{Mutate: mutate, Objects: objs})
 }
@@ -90,14 +92,14 @@ func newWorld(t *testing.T, mutate func(*v1.RunAttempt), objs ...client.Object) 
 func newWorldWith(t *testing.T, o gatewaytest.Options) *world {
 	t.Helper()
 	mutate := o.Mutate
-	o.Mutate = func(ra *v1.RunAttempt) {
+	o.Mutate = func(ra *v1alpha1.RunAttempt) {
 		researchAttempt(ra, 1)
 		if mutate != nil {
 			mutate(ra)
 		}
 	}
 	w := &world{Env: gatewaytest.Start(t, o), t: t, g: NewWithT(t)}
-	w.decide = func(string) (v1.ApprovalDecision, bool) { return v1.DecisionApprove, true }
+	w.decide = func(string) (v1alpha1.ApprovalDecision, bool) { return v1alpha1.DecisionApprove, true }
 	w.web = httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, req *http.Request) {
 		switch req.URL.Path {
 		case "/a":
@@ -128,18 +130,18 @@ func (w *world) user(ctx context.Context) {
 				case <-tick.C:
 				}
 				_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-					cur := &v1.RunAttempt{}
+					cur := &v1alpha1.RunAttempt{}
 					if err := w.Client.Get(ctx, w.Key, cur); err != nil {
 						return err
 					}
 					changed := false
-					for _, id := range v1.ActionIDs(cur.Status.AwaitingApproval) {
+					for _, id := range v1alpha1.ActionIDs(cur.Status.AwaitingApproval) {
 						answered := false
 						for _, a := range cur.Spec.Approvals {
 							answered = answered || a.ActionID == id
 						}
 						if d, ok := w.decide(id); ok && !answered {
-							cur.Spec.Approvals = append(cur.Spec.Approvals, v1.Approval{ActionID: id, Decision: d, Approver: "alice"})
+							cur.Spec.Approvals = append(cur.Spec.Approvals, v1alpha1.Approval{ActionID: id, Decision: d, Approver: "alice"})
 							changed = true
 						}
 					}
@@ -157,9 +159,10 @@ func (w *world) user(ctx context.Context) {
 	})
 }
 
-func (w *world) config(script string) Config {
+// base is the world's config for the research agent, with no provider set.
+func (w *world) base() research.Config {
 	w.t.Helper()
-	cfg := Config{
+	return research.Config{
 		Agent:         w.AgentConfig(),
 		Log:           testr.NewWithOptions(w.t, testr.Options{Verbosity: 1}),
 		HTTPAllowlist: []string{hostOf(w.web.URL)},
@@ -167,32 +170,48 @@ func (w *world) config(script string) Config {
 		AuditWriter:   &strings.Builder{},
 		Exit:          func(int) { w.t.Error("unexpected process exit") },
 	}
+}
+
+// play is the world's config playing script (WEB is the web server's URL;
+// with no script, the harness reads $AGENTRUN_SCRIPT), and its harness.
+func (w *world) play(script string) (research.Config, *scripted.Harness) {
+	w.t.Helper()
+	cfg := w.base()
+	h := &scripted.Harness{}
 	if script != "" {
-		s, err := ParseScript([]byte(strings.ReplaceAll(script, "WEB", w.web.URL)))
+		s, err := scripted.Parse([]byte(strings.ReplaceAll(script, "WEB", w.web.URL)))
 		w.g.Expect(err).NotTo(HaveOccurred())
-		cfg.Script = s
+		h.Script = s
 	}
+	h.Configure(&cfg)
+	return cfg, h
+}
+
+// config is the world's config playing script.
+func (w *world) config(script string) research.Config {
+	w.t.Helper()
+	cfg, _ := w.play(script)
 	return cfg
 }
 
 // run runs the agent with the user answering approvals; it returns Run's error.
-func (w *world) run(cfg Config) error {
+func (w *world) run(cfg research.Config) error {
 	w.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	w.user(ctx)
-	return Run(ctx, cfg)
+	return research.Run(ctx, cfg)
 }
 
 // start runs the agent in the background; the returned channel gets Run's error.
-func (w *world) start(ctx context.Context, cfg Config) <-chan error {
+func (w *world) start(ctx context.Context, cfg research.Config) <-chan error {
 	w.user(ctx)
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, cfg) }()
+	go func() { done <- research.Run(ctx, cfg) }()
 	return done
 }
 
-func (w *world) status() v1.RunAttemptStatus { return w.Status() }
+func (w *world) status() v1alpha1.RunAttemptStatus { return w.Status() }
 
 func (w *world) report() *corev1.ConfigMap {
 	w.t.Helper()
@@ -214,13 +233,13 @@ func hostOf(raw string) string {
 	return u.Host
 }
 
-func fault(s v1.RunAttemptStatus, scope v1.FaultScope, kind string) (v1.Fault, bool) {
+func fault(s v1alpha1.RunAttemptStatus, scope v1alpha1.FaultScope, kind string) (v1alpha1.Fault, bool) {
 	for _, f := range s.Faults {
 		if f.Scope == scope && f.Kind == kind {
 			return f, true
 		}
 	}
-	return v1.Fault{}, false
+	return v1alpha1.Fault{}, false
 }
 
 // requests is how many agent API and model requests the gateway served
@@ -231,7 +250,7 @@ func (w *world) requests() float64 {
 
 // hasFault returns a function reporting whether the status holds (scope,
 // kind), for Eventually.
-func (w *world) hasFault(scope v1.FaultScope, kind string) func() bool {
+func (w *world) hasFault(scope v1alpha1.FaultScope, kind string) func() bool {
 	return func() bool {
 		_, ok := fault(w.status(), scope, kind)
 		return ok

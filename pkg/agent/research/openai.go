@@ -33,8 +33,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/shared"
-
-	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
 // OpenAI is the provider for real models: one chat completion through the
@@ -49,12 +47,19 @@ type OpenAI struct {
 
 // Complete sends req as one chat completion.
 func (p *OpenAI) Complete(ctx context.Context, req Request) (Response, error) {
-	return chatCompletion(ctx, p.Client, req, nil)
+	return p.CompleteWith(ctx, req)
 }
 
-// wireName maps a tool name to what function names may contain
-// (^[a-zA-Z0-9_-]{1,64}$): "report.publish" → "report_publish".
-func wireName(name string) string {
+// CompleteWith sends req as one chat completion with opts added to the
+// HTTP request (a header, an extra field in the body).
+func (p *OpenAI) CompleteWith(ctx context.Context, req Request, opts ...option.RequestOption) (Response, error) {
+	return chatCompletion(ctx, p.Client, req, opts)
+}
+
+// WireName is a tool's name as a function name of the chat-completions
+// wire format, which may only contain ^[a-zA-Z0-9_-]{1,64}$:
+// "report.publish" → "report_publish".
+func WireName(name string) string {
 	var b strings.Builder
 	for _, r := range name {
 		switch {
@@ -67,13 +72,12 @@ func wireName(name string) string {
 	return textutil.Cut(b.String(), 64)
 }
 
-// chatCompletion sends req with c; turn, when set, is the scripted upstream's
-// answer, carried in the request (the gateway forwards it untouched).
-func chatCompletion(ctx context.Context, c openai.Client, req Request, turn *upstream.Turn) (Response, error) {
+// chatCompletion sends req with c and opts.
+func chatCompletion(ctx context.Context, c openai.Client, req Request, opts []option.RequestOption) (Response, error) {
 	names := map[string]string{} // wire name → tool name
 	params := openai.ChatCompletionNewParams{Model: req.Model}
 	for _, t := range req.Tools {
-		w := wireName(t.Name)
+		w := WireName(t.Name)
 		names[w] = t.Name
 		ps := t.Parameters
 		if ps == nil {
@@ -104,16 +108,12 @@ func chatCompletion(ctx context.Context, c openai.Client, req Request, turn *ups
 				am.ToolCalls = append(am.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
 					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
 						ID: tc.ID, Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{
-							Name: wireName(tc.Name), Arguments: string(args)},
+							Name: WireName(tc.Name), Arguments: string(args)},
 					},
 				})
 			}
 			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
 		}
-	}
-	var opts []option.RequestOption
-	if turn != nil {
-		opts = append(opts, option.WithJSONSet(upstream.ScriptField, turn))
 	}
 	out, err := c.Chat.Completions.New(ctx, params, opts...)
 	if err != nil {

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package research
+package research_test
 
 import (
 	"context"
@@ -35,9 +35,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/agent/research"
 )
 
 // oaRequest is a chat completion request as the provider receives it.
@@ -154,21 +155,21 @@ func completion(content string, calls ...[2]string) string {
 
 // gptModel serves model gpt-test from srv, with the provider key in a
 // Secret only the gateway reads.
-func gptModel(srv *chatServer) (func(*v1.RunAttempt), client.Object) {
+func gptModel(srv *chatServer) (func(*v1alpha1.RunAttempt), client.Object) {
 	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: "openai",
-		Labels: map[string]string{v1.LabelProviderKey: "true"}},
+		Labels: map[string]string{v1alpha1.LabelProviderKey: "true"}},
 		Data: map[string][]byte{"key": []byte("sk-test\n")}}
-	return func(ra *v1.RunAttempt) {
-		ra.Spec.Policy.Models = append(ra.Spec.Policy.Models, v1.Model{
+	return func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.Models = append(ra.Spec.Policy.Models, v1alpha1.Model{
 			Name: "gpt-test", BaseURL: srv.URL + "/v1", UpstreamModel: "gpt-test-2026",
-			APIKeySecretRef: &v1.SecretKeyRef{Name: "openai", Key: "key"},
+			APIKeySecretRef: &v1alpha1.SecretKeyRef{Name: "openai", Key: "key"},
 		})
 	}, secret
 }
 
 // bare is mutate with no interceptor chain, for a bare SDK agent.
-func bare(mutate func(*v1.RunAttempt)) func(*v1.RunAttempt) {
-	return func(ra *v1.RunAttempt) {
+func bare(mutate func(*v1alpha1.RunAttempt)) func(*v1alpha1.RunAttempt) {
+	return func(ra *v1alpha1.RunAttempt) {
 		mutate(ra)
 		ra.Spec.Policy.ResolvedChain = nil
 	}
@@ -197,13 +198,13 @@ func TestOpenAIToolCalls(t *testing.T) {
 	model, secret := gptModel(srv)
 	w := newWorld(t, bare(model), secret)
 	a, ctx := w.startAgent()
-	p := &OpenAI{Client: a.OpenAI()}
-	resp, err := p.Complete(ctx, Request{
-		Purpose: PurposeStep, Model: "gpt-test",
-		Tools: []ToolSpec{{Name: "report.publish", Description: "publish"}, {Name: "http.get"}},
-		Messages: []Message{
+	p := &research.OpenAI{Client: a.OpenAI()}
+	resp, err := p.Complete(ctx, research.Request{
+		Purpose: research.PurposeStep, Model: "gpt-test",
+		Tools: []research.ToolSpec{{Name: "report.publish", Description: "publish"}, {Name: "http.get"}},
+		Messages: []research.Message{
 			{Role: "system", Content: "be brief"},
-			{Role: "assistant", ToolCalls: []ToolCall{{ID: "call_0", Name: "http.get", Args: map[string]any{"url": "u"}}}},
+			{Role: "assistant", ToolCalls: []research.ToolCall{{ID: "call_0", Name: "http.get", Args: map[string]any{"url": "u"}}}},
 			{Role: "tool", ToolCallID: "call_0", Content: "page"},
 		},
 	})
@@ -211,7 +212,7 @@ func TestOpenAIToolCalls(t *testing.T) {
 	w.g.Expect(resp.Tokens).To(Equal(int64(42)))
 	w.g.Expect(resp.Finish).To(BeFalse())
 	w.g.Expect(resp.ToolCalls).To(HaveLen(2))
-	w.g.Expect(resp.ToolCalls[0]).To(Equal(ToolCall{ID: "call_0", Name: "report.publish", Args: map[string]any{"section": "Summary", "content": "text"}}))
+	w.g.Expect(resp.ToolCalls[0]).To(Equal(research.ToolCall{ID: "call_0", Name: "report.publish", Args: map[string]any{"section": "Summary", "content": "text"}}))
 	w.g.Expect(resp.ToolCalls[1].Name).To(Equal("http.get"))
 	w.g.Expect(resp.ToolCalls[1].Args).To(HaveKey("_invalid_json"), "the tool sees and refuses bad arguments")
 
@@ -241,11 +242,11 @@ func TestOpenAIToolCalls(t *testing.T) {
 	srv.setAnswer(func(int, oaRequest) (int, http.Header, string) {
 		return 200, nil, completion("All sections are published.")
 	})
-	resp, err = p.Complete(ctx, Request{Purpose: PurposeStep, Model: "gpt-test", Messages: []Message{{Role: "user", Content: "go"}}})
+	resp, err = p.Complete(ctx, research.Request{Purpose: research.PurposeStep, Model: "gpt-test", Messages: []research.Message{{Role: "user", Content: "go"}}})
 	w.g.Expect(err).NotTo(HaveOccurred())
 	w.g.Expect(resp.Finish).To(BeTrue())
 	w.g.Expect(resp.Content).To(Equal("All sections are published."))
-	w.g.Eventually(func() v1.Usage { return w.status().Usage }, wait, poll).Should(Equal(v1.Usage{ModelRequests: 2, Tokens: 84}))
+	w.g.Eventually(func() v1alpha1.Usage { return w.status().Usage }, wait, poll).Should(Equal(v1alpha1.Usage{ModelRequests: 2, Tokens: 84}))
 }
 
 // Provider errors come back through the gateway (status, body,
@@ -257,10 +258,10 @@ func TestOpenAIErrors(t *testing.T) {
 	model, secret := gptModel(srv)
 	w := newWorld(t, bare(model), secret)
 	a, ctx := w.startAgent()
-	p := &OpenAI{Client: a.OpenAI()}
+	p := &research.OpenAI{Client: a.OpenAI()}
 	ask := func() error {
 		return a.ModelRequest(ctx, "gpt-test", func(ctx context.Context) error {
-			_, err := p.Complete(ctx, Request{Purpose: PurposeStep, Model: "gpt-test", Messages: []Message{{Role: "user", Content: "go"}}})
+			_, err := p.Complete(ctx, research.Request{Purpose: research.PurposeStep, Model: "gpt-test", Messages: []research.Message{{Role: "user", Content: "go"}}})
 			return err
 		})
 	}
@@ -292,7 +293,7 @@ func TestOpenAIErrors(t *testing.T) {
 			g.Expect(fe.Kind).To(Equal(tc.kind))
 			g.Expect(fe.Retryable).To(Equal(tc.retryable))
 			g.Expect(agent.IsRefusal(err)).To(BeFalse())
-			g.Expect(retryAfter(err)).To(Equal(tc.retryAfter))
+			g.Expect(research.RetryAfter(err)).To(Equal(tc.retryAfter))
 			if strings.Contains(tc.body, `"message"`) {
 				var body struct {
 					Error struct {
@@ -306,7 +307,7 @@ func TestOpenAIErrors(t *testing.T) {
 			g.Eventually(func() int64 { return w.status().Usage.ModelRequests }, wait, poll).Should(Equal(int64(i+1)),
 				"every dispatched request counts, a failed one too")
 			if tc.status != 200 {
-				g.Eventually(w.hasFault(v1.FaultScopeProvider, tc.kind), wait, poll).Should(BeTrue(), "the gateway records the same kind")
+				g.Eventually(w.hasFault(v1alpha1.FaultScopeProvider, tc.kind), wait, poll).Should(BeTrue(), "the gateway records the same kind")
 			}
 		})
 	}
@@ -358,20 +359,20 @@ func TestRunOpenAIRetries(t *testing.T) {
 	srv := newChatServer(t, fakeModel(2))
 	model, secret := gptModel(srv)
 	w := newWorld(t, model, secret)
-	cfg := w.config("")
-	cfg.ProviderName, cfg.Model = ProviderOpenAI, "gpt-test"
+	cfg := w.base()
+	cfg.Model = "gpt-test"
 	w.g.Expect(w.run(cfg)).To(Succeed())
 
 	s := w.status()
 	w.g.Expect(srv.count()).To(Equal(1 + 3 + 2)) // plan, first step ×3, publish step, done
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(srv.count())), "every HTTP request is a counted model request")
-	f, ok := fault(s, v1.FaultScopeProvider, "ServerError")
+	f, ok := fault(s, v1alpha1.FaultScopeProvider, "ServerError")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Count).To(Equal(int64(2)))
 	w.g.Expect(f.Retryable).To(BeTrue())
 	w.g.Expect(s.Usage.Tokens).To(Equal(int64(42 * 4)))
 	w.g.Expect(s.Usage.ToolCalls).To(Equal(int64(2)))
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("01-summary.md", "Raft wins."))
 }
 
@@ -380,22 +381,22 @@ func TestRunOpenAIRetries(t *testing.T) {
 func TestRunOpenAIRetriesRespectGrant(t *testing.T) {
 	srv := newChatServer(t, func(int, oaRequest) (int, http.Header, string) { return 503, nil, `{"error":{"message":"down"}}` })
 	model, secret := gptModel(srv)
-	w := newWorld(t, func(ra *v1.RunAttempt) {
+	w := newWorld(t, func(ra *v1alpha1.RunAttempt) {
 		model(ra)
-		ra.Spec.Grant = v1.Grant{ModelRequests: 2, ToolCalls: 5}
+		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 2, ToolCalls: 5}
 	}, secret)
-	cfg := w.config("")
-	cfg.ProviderName, cfg.Model = ProviderOpenAI, "gpt-test"
+	cfg := w.base()
+	cfg.Model = "gpt-test"
 	cfg.MaxRetries = 5
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := w.start(ctx, cfg)
-	w.g.Eventually(w.hasFault(v1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(BeTrue())
+	w.g.Eventually(w.hasFault(v1alpha1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(BeTrue())
 	w.g.Expect(srv.count()).To(Equal(2))
 	w.g.Expect(w.status().Usage.ModelRequests).To(Equal(int64(2)))
 
 	// The operator ends the run (no reserve): the agent exits cleanly.
-	w.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
+	w.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.RunPhase = v1alpha1.PhaseTerminated; s.Grant = v1alpha1.Grant{} })
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
 	w.g.Expect(srv.count()).To(Equal(2))
 }

@@ -48,6 +48,9 @@ const (
 	roleTool      = "tool"
 )
 
+// maxSections bounds a plan (the gateway refuses more).
+const maxSections = 20
+
 // Provider error kinds used in more than one place.
 const (
 	kindInvalidRequest = "InvalidRequest"
@@ -72,9 +75,6 @@ type ToolCall struct {
 	ID   string         `json:"id,omitempty"`
 	Name string         `json:"name"`
 	Args map[string]any `json:"args,omitempty"`
-
-	// inject is a scripted fault for this call (scripted provider only).
-	inject *CallInjection
 }
 
 // ToolSpec describes a tool offered to the model.

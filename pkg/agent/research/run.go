@@ -41,22 +41,13 @@ import (
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
-// Providers.
-const (
-	ProviderScripted = "scripted"
-	ProviderOpenAI   = "openai"
-)
-
-// EnvScript is the environment variable the scripted provider reads its
-// script from when no file is given (a pod gets it from a ConfigMap key).
-const EnvScript = "AGENTRUN_SCRIPT"
-
-// Errors Run returns for injected faults when the process keeps running
-// (Config.Exit returned: in-process tests).
+// Errors Run returns for faults a harness injected (Session.Crash and
+// Session.Hang) when the process keeps running (Config.Exit returned:
+// in-process tests).
 var (
-	// ErrCrashed: the script crashed the agent (the real binary exits).
+	// ErrCrashed: the harness crashed the agent (the real binary exits).
 	ErrCrashed = errors.New("research agent crashed (injected)")
-	// ErrHung: the script froze the agent until its context ended.
+	// ErrHung: the harness froze the agent until its context ended.
 	ErrHung = errors.New("research agent hung (injected) until stopped")
 
 	// errFinalizing: the run started Finalizing while a research request
@@ -70,23 +61,17 @@ type Config struct {
 	// and the clock.
 	Agent agent.Config
 
-	// Provider answers model requests. When nil it is built from
-	// ProviderName: "scripted" (Script, ScriptPath or the script in env
-	// ScriptEnv) or "openai" (Model). Both go through the gateway's model
-	// door; the gateway holds the provider keys and swaps in the policy's
+	// Provider answers model requests. When nil it is Hooks.Provider's, or
+	// else the OpenAI-compatible provider (OpenAI) through the gateway's
+	// model door, which holds the provider keys and swaps in the policy's
 	// degraded model under a Degrade directive.
-	Provider     Provider
-	ProviderName string
-
-	// Script, or ScriptPath (a file), or ScriptEnv (an environment variable
-	// holding the script, default AGENTRUN_SCRIPT).
-	Script     *Script
-	ScriptPath string
-	ScriptEnv  string
-
-	// Model is the model to ask the gateway for (one of the policy's
-	// spec.models; default "scripted" for the scripted provider).
+	Provider Provider
+	// Model is the model to ask the gateway for: one of the policy's
+	// spec.models (required for the OpenAI-compatible provider).
 	Model string
+	// Hooks let a harness play the model and inject faults (tests and
+	// demos); a real agent leaves them empty.
+	Hooks Hooks
 
 	// HTTPAllowlist lists the hosts http.get may fetch ("host", "host:port",
 	// "*.example.org"); empty allows none.
@@ -109,9 +94,10 @@ type Config struct {
 	// Interceptors adds (or replaces) interceptor implementations by name.
 	Interceptors map[string]agent.Interceptor
 
-	// Exit ends the process for an injected crash; cmd/research-agent sets
-	// os.Exit. When it is nil or returns (in-process tests), Run returns
-	// ErrCrashed without writing anything more, like a killed process.
+	// Exit ends the process for an injected crash (Session.Crash);
+	// cmd/research-agent sets os.Exit. When it is nil or returns (in-process
+	// tests), Run returns ErrCrashed without writing anything more, like a
+	// killed process.
 	Exit func(code int)
 	// Log receives the agent's logs.
 	Log logr.Logger
@@ -135,15 +121,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.AuditWriter == nil {
 		c.AuditWriter = os.Stderr
-	}
-	if c.ScriptEnv == "" {
-		c.ScriptEnv = EnvScript
-	}
-	if c.ProviderName == "" {
-		c.ProviderName = ProviderScripted
-	}
-	if c.Model == "" && c.ProviderName == ProviderScripted {
-		c.Model = "scripted"
 	}
 	return c
 }
@@ -232,43 +209,15 @@ func Run(ctx context.Context, cfg Config) error {
 }
 
 func (r *runner) buildProvider(at gatewayapi.Attempt) (Provider, error) {
-	p := r.cfg.Provider
-	if p == nil {
-		switch r.cfg.ProviderName {
-		case ProviderScripted:
-			script := r.cfg.Script
-			var err error
-			switch {
-			case script != nil:
-			case r.cfg.ScriptPath != "":
-				script, err = LoadScriptFile(r.cfg.ScriptPath)
-			default:
-				script, err = LoadScriptEnv(r.cfg.ScriptEnv)
-				if err != nil {
-					err = fmt.Errorf("the scripted provider needs a script (--script, or $%s): %w", r.cfg.ScriptEnv, err)
-				}
-			}
-			if err != nil {
-				return nil, err
-			}
-			p = NewScripted(script, at.Attempt)
-		case ProviderOpenAI:
-			if r.cfg.Model == "" {
-				return nil, fmt.Errorf("the openai provider needs --model: one of the models the policy serves %q", at.Models)
-			}
-			p = &OpenAI{Client: r.ag.OpenAI()}
-		default:
-			return nil, fmt.Errorf("unknown provider %q (scripted or openai)", r.cfg.ProviderName)
-		}
+	switch {
+	case r.cfg.Provider != nil:
+		return r.cfg.Provider, nil
+	case r.cfg.Hooks.Provider != nil:
+		return r.cfg.Hooks.Provider(Session{Attempt: at, OpenAI: r.ag.OpenAI(), Crash: r.crash, Hang: r.hang})
+	case r.cfg.Model == "":
+		return nil, fmt.Errorf("the openai provider needs --model: one of the models the policy serves %q", at.Models)
 	}
-	if s, ok := p.(*Scripted); ok {
-		s.crash, s.hang = r.crash, r.hang
-		if s.client == nil {
-			c := r.ag.OpenAI()
-			s.client = &c
-		}
-	}
-	return p, nil
+	return &OpenAI{Client: r.ag.OpenAI()}, nil
 }
 
 // crash ends the process as a kill would: nothing more is written.
@@ -299,7 +248,7 @@ func (r *runner) dead() error {
 
 // hang freezes the agent: no heartbeats, no writes, until the process is
 // stopped (its context ends).
-func (r *runner) hang(context.Context) error {
+func (r *runner) hang() error {
 	r.log.Info("Hanging (injected)")
 	r.die(ErrHung)
 	<-r.parent.Done()
@@ -558,13 +507,13 @@ func (r *runner) act(ctx context.Context, calls []ToolCall) (progress bool, err 
 		}
 		var res string
 		var cerr error
-		if tc.inject != nil && r.ag.Served(tc.Name) {
-			// The gateway runs this tool: a scripted fault happens here,
-			// before the call is made.
-			cerr = r.injectedBefore(ctx, tc.Name, tc.inject)
+		if r.cfg.Hooks.BeforeToolCall != nil && r.ag.Served(tc.Name) {
+			// The gateway runs this tool: the hook runs here, before the
+			// call is made.
+			cerr = r.beforeServed(ctx, tc)
 		}
 		if cerr == nil && !r.crashed.Load() {
-			res, cerr = r.ag.CallTool(withInjection(ctx, tc.inject), tc.Name, tc.Args)
+			res, cerr = r.ag.CallTool(r.withCall(ctx, tc), tc.Name, tc.Args)
 		}
 		if r.crashed.Load() {
 			return false, r.dead()

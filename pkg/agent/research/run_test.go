@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package research
+package research_test
 
 import (
 	"context"
@@ -31,10 +31,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/research/scripted"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/agent/research"
 )
 
 const normalScript = `
@@ -69,7 +71,7 @@ func TestRunCompletes(t *testing.T) {
 	w.g.Expect(w.run(w.config(normalScript))).To(Succeed())
 
 	cm := w.report()
-	w.g.Expect(cm.Labels).To(HaveKeyWithValue(v1.LabelRun, runName))
+	w.g.Expect(cm.Labels).To(HaveKeyWithValue(v1alpha1.LabelRun, runName))
 	w.g.Expect(cm.OwnerReferences).To(ConsistOf(HaveField("UID", BeEquivalentTo("run-uid"))))
 	w.g.Expect(cm.OwnerReferences[0].Kind).To(Equal("ResearchRun"))
 	w.g.Expect(cm.Data).To(HaveKeyWithValue("01-background.md", "Alpha uses Raft."))
@@ -81,11 +83,11 @@ func TestRunCompletes(t *testing.T) {
 
 	s := w.status()
 	w.g.Expect(s.FinishProposed).To(BeTrue())
-	w.g.Expect(s.Publication).To(Equal(v1.Publication{
-		BlocksPlanned: 2, BlocksCommitted: 2, Settlement: v1.SettlementComplete, Settled: true, Location: "configmap/survey-report",
+	w.g.Expect(s.Publication).To(Equal(v1alpha1.Publication{
+		BlocksPlanned: 2, BlocksCommitted: 2, Settlement: v1alpha1.SettlementComplete, Settled: true, Location: "configmap/survey-report",
 	}))
-	w.g.Expect(s.Advice).To(ConsistOf(v1.Advice{Source: "reviewer", Kind: "Continue", Count: 1}))
-	w.g.Expect(s.Usage).To(Equal(v1.Usage{ModelRequests: 5, ToolCalls: 6, Tokens: 350}))
+	w.g.Expect(s.Advice).To(ConsistOf(v1alpha1.Advice{Source: "reviewer", Kind: "Continue", Count: 1}))
+	w.g.Expect(s.Usage).To(Equal(v1alpha1.Usage{ModelRequests: 5, ToolCalls: 6, Tokens: 350}))
 	w.g.Expect(s.Steps).To(Equal(int64(5)), "plan + 4 turns")
 	w.g.Expect(s.LastProgressStep).To(Equal(int64(4)), "the finish turn itself made no progress")
 	w.g.Expect(s.InFlight).To(BeEmpty())
@@ -117,7 +119,7 @@ turns:
 	w.g.Expect(w.index().Sections[2]).To(Equal(gateway.ReportIndexEntry{Name: "Costs", Key: "03-costs.md", Published: false}))
 
 	s := w.status()
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementPartial))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementPartial))
 	w.g.Expect(s.Publication.BlocksCommitted).To(Equal(int32(2)))
 	w.g.Expect(s.Publication.BlocksPlanned).To(Equal(int32(3)))
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(4)), "plan, 2 turns, 1 finalization request")
@@ -127,7 +129,7 @@ turns:
 // ConfigMap holds.
 func TestRunSettlesNoneWhenPublicationDenied(t *testing.T) {
 	w := newWorld(t, nil)
-	w.decide = func(id string) (v1.ApprovalDecision, bool) { return v1.DecisionDeny, true }
+	w.decide = func(id string) (v1alpha1.ApprovalDecision, bool) { return v1alpha1.DecisionDeny, true }
 	err := w.run(w.config(`
 plan: [Summary]
 turns:
@@ -136,9 +138,9 @@ turns:
 `))
 	w.g.Expect(err).NotTo(HaveOccurred())
 	s := w.status()
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementNone))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementNone))
 	w.g.Expect(s.Publication.Settled).To(BeTrue())
-	f, ok := fault(s, v1.FaultScopeAgent, "ApprovalDenied")
+	f, ok := fault(s, v1alpha1.FaultScopeAgent, "ApprovalDenied")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Count).To(Equal(int64(1)))
 }
@@ -149,18 +151,18 @@ turns:
 func TestRunFinalizeOnlyAttempt(t *testing.T) {
 	existing := &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Namespace: gatewaytest.Namespace, Name: gateway.ReportName(runName),
-			Labels: map[string]string{v1.LabelRun: runName}},
+			Labels: map[string]string{v1alpha1.LabelRun: runName}},
 		Data: map[string]string{
 			"01-background.md":     "Alpha uses Raft.",
 			gateway.ReportIndexKey: `{"run":"survey","sections":[{"name":"Background","key":"01-background.md","published":true},{"name":"Findings","key":"02-findings.md","published":false}]}`,
 		},
 	}
-	w := newWorld(t, func(ra *v1.RunAttempt) {
+	w := newWorld(t, func(ra *v1alpha1.RunAttempt) {
 		researchAttempt(ra, 2)
-		ra.Spec.RunPhase = v1.PhaseFinalizing
-		ra.Spec.Grant = v1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}
+		ra.Spec.RunPhase = v1alpha1.PhaseFinalizing
+		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}
 	}, existing)
-	cfg := w.config(`
+	cfg, h := w.play(`
 turns:
 - tools: [{name: http.get, args: {url: WEB/a}}]
 finalize:
@@ -168,23 +170,21 @@ finalize:
   - {name: http.get, args: {url: WEB/b}}
   - {name: report.publish, args: {section: Findings, content: "Beta is asynchronous."}}
 `)
-	scripted := NewScripted(cfg.Script, 2)
-	cfg.Provider = scripted
 	w.g.Expect(w.run(cfg)).To(Succeed())
 
-	var purposes []Purpose
-	for _, r := range scripted.Requests() {
+	var purposes []research.Purpose
+	for _, r := range h.Requests() {
 		purposes = append(purposes, r.Purpose)
 	}
-	w.g.Expect(purposes).To(Equal([]Purpose{PurposeFinalize}), "no planning, no research turn")
+	w.g.Expect(purposes).To(Equal([]research.Purpose{research.PurposeFinalize}), "no planning, no research turn")
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("02-findings.md", "Beta is asynchronous."))
 	s := w.status()
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 	w.g.Expect(s.FinishProposed).To(BeFalse())
-	f, ok := fault(s, v1.FaultScopeAgent, "FinalizeOnly")
+	f, ok := fault(s, v1alpha1.FaultScopeAgent, "FinalizeOnly")
 	w.g.Expect(ok).To(BeTrue(), "research is refused while finalizing")
 	w.g.Expect(f.LastMessage).To(ContainSubstring("http.get"))
-	w.g.Expect(s.Usage).To(Equal(v1.Usage{ModelRequests: 1, ToolCalls: 1}))
+	w.g.Expect(s.Usage).To(Equal(v1alpha1.Usage{ModelRequests: 1, ToolCalls: 1}))
 	w.g.Expect(w.Upstream.Requests.Load()).To(Equal(int64(1)))
 }
 
@@ -192,7 +192,7 @@ finalize:
 // operator (a refusal is not a failure), and finalizes from the reserve
 // once the run is Finalizing.
 func TestRunGrantExhaustedThenFinalizes(t *testing.T) {
-	w := newWorld(t, func(ra *v1.RunAttempt) { ra.Spec.Grant = v1.Grant{ModelRequests: 3, ToolCalls: 10} })
+	w := newWorld(t, func(ra *v1alpha1.RunAttempt) { ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 3, ToolCalls: 10} })
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := w.start(ctx, w.config(`
@@ -202,18 +202,18 @@ turns:
 - tools: [{name: notes.write, args: {section: Findings, text: "beta"}}]
 - tools: [{name: report.publish, args: {section: Background, content: "never reached"}}]
 `))
-	w.g.Eventually(w.hasFault(v1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(BeTrue())
+	w.g.Eventually(w.hasFault(v1alpha1.FaultScopeAgent, "GrantExhausted"), wait, poll).Should(BeTrue())
 	w.g.Consistently(done, 50*time.Millisecond).ShouldNot(Receive(), "a refusal is not a failure: the agent waits")
 	w.g.Expect(w.status().Usage.ModelRequests).To(Equal(int64(3)))
 	w.g.Expect(w.Upstream.Requests.Load()).To(Equal(int64(3)), "the refused request never reached the provider")
 
-	w.UpdateSpec(func(s *v1.RunAttemptSpec) {
-		s.RunPhase = v1.PhaseFinalizing
-		s.Grant = v1.Grant{ModelRequests: 5, ToolCalls: 12, FinalizeOnly: true}
+	w.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
+		s.RunPhase = v1alpha1.PhaseFinalizing
+		s.Grant = v1alpha1.Grant{ModelRequests: 5, ToolCalls: 12, FinalizeOnly: true}
 	})
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
 	s := w.status()
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("01-background.md", "alpha"))
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("02-findings.md", "beta"))
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(4)), "one finalization request from the reserve")
@@ -233,7 +233,7 @@ turns:
 `))
 	w.g.Expect(err).NotTo(HaveOccurred())
 	s := w.status()
-	f, ok := fault(s, v1.FaultScopeProvider, "RateLimited")
+	f, ok := fault(s, v1alpha1.FaultScopeProvider, "RateLimited")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Count).To(Equal(int64(2)))
 	w.g.Expect(f.Retryable).To(BeTrue())
@@ -241,7 +241,7 @@ turns:
 	w.g.Expect(f.LastMessage).To(ContainSubstring("429 slow down"))
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(int64(5)), "plan + 3 tries + finish")
 	w.g.Expect(w.Upstream.Requests.Load()).To(Equal(int64(5)), "every try reached the provider")
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 }
 
 // A fatal provider error is escalated (the operator treats the attempt as
@@ -252,7 +252,7 @@ func TestRunEscalatesFatalProviderError(t *testing.T) {
 planError: {kind: Unauthorized, message: "invalid api key", status: 401}
 `))
 	w.g.Expect(err).To(MatchError(ContainSubstring("fatal model provider error")))
-	f, ok := fault(w.status(), v1.FaultScopeProvider, "Unauthorized")
+	f, ok := fault(w.status(), v1alpha1.FaultScopeProvider, "Unauthorized")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Escalated).To(BeTrue())
 	w.g.Expect(f.Retryable).To(BeFalse())
@@ -277,14 +277,14 @@ turns:
 	w.g.Expect(err).NotTo(HaveOccurred())
 	s := w.status()
 	for _, kind := range []string{"Timeout", "HTTP404", "HostNotAllowed"} {
-		f, ok := fault(s, v1.FaultScopeTool, kind)
+		f, ok := fault(s, v1alpha1.FaultScopeTool, kind)
 		w.g.Expect(ok).To(BeTrue(), kind)
 		w.g.Expect(f.Escalated).To(BeFalse(), kind)
 	}
-	f, _ := fault(s, v1.FaultScopeTool, "Timeout")
+	f, _ := fault(s, v1alpha1.FaultScopeTool, "Timeout")
 	w.g.Expect(f.Retryable).To(BeTrue())
 	w.g.Expect(f.LastMessage).To(ContainSubstring("deadline exceeded"))
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 }
 
 // A crash at turn k exits the process (137) without sending anything more.
@@ -299,13 +299,13 @@ turns:
 - crash: {exitCode: 137}
 - finish: true
 `
-	w := newWorld(t, func(ra *v1.RunAttempt) {
+	w := newWorld(t, func(ra *v1alpha1.RunAttempt) {
 		ra.Spec.HeartbeatInterval = &metav1.Duration{Duration: time.Second} // a heartbeat every 500ms
 	})
 	cfg := w.config(script)
 	var code int
 	cfg.Exit = func(c int) { code = c }
-	w.g.Expect(w.run(cfg)).To(MatchError(ErrCrashed))
+	w.g.Expect(w.run(cfg)).To(MatchError(research.ErrCrashed))
 	w.g.Expect(code).To(Equal(137))
 	s := w.status()
 	w.g.Expect(s.FinishProposed).To(BeFalse())
@@ -322,10 +322,10 @@ turns:
 	w = newWorld(t, nil)
 	cfg = w.config(script)
 	cfg.Exit = nil
-	w.g.Expect(w.run(cfg)).To(MatchError(ErrCrashed))
+	w.g.Expect(w.run(cfg)).To(MatchError(research.ErrCrashed))
 	w.g.Expect(w.status().FinishProposed).To(BeFalse())
 
-	w2 := newWorld(t, func(ra *v1.RunAttempt) { researchAttempt(ra, 2) })
+	w2 := newWorld(t, func(ra *v1alpha1.RunAttempt) { researchAttempt(ra, 2) })
 	cfg2 := w2.config(`
 plan: [Summary]
 turns:
@@ -334,7 +334,7 @@ turns:
 - finish: true
 `)
 	w2.g.Expect(w2.run(cfg2)).To(Succeed())
-	w2.g.Expect(w2.status().Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w2.g.Expect(w2.status().Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 }
 
 // A scripted crash on a call the gateway serves happens before the call is
@@ -350,7 +350,7 @@ turns:
 `)
 	var code int
 	cfg.Exit = func(c int) { code = c }
-	w.g.Expect(w.run(cfg)).To(MatchError(ErrCrashed))
+	w.g.Expect(w.run(cfg)).To(MatchError(research.ErrCrashed))
 	w.g.Expect(code).To(Equal(137))
 	s := w.status()
 	w.g.Expect(s.InFlight).To(BeEmpty())
@@ -375,7 +375,7 @@ turns:
 `))
 	w.g.Expect(err).NotTo(HaveOccurred())
 	s := w.status()
-	w.g.Expect(s.Calls[0].Tool).To(Equal(ToolHTTPGet))
+	w.g.Expect(s.Calls[0].Tool).To(Equal(research.ToolHTTPGet))
 	w.g.Expect(s.Calls[0].Count).To(Equal(int64(4)))
 	w.g.Expect(s.Steps).To(Equal(int64(1 + 4 + 3 + 2)))
 	w.g.Expect(s.LastProgressStep).To(Equal(int64(1 + 4 + 3 + 1)))
@@ -385,7 +385,7 @@ turns:
 // context ends and Run returns cleanly.
 func TestRunStopsWhenTerminated(t *testing.T) {
 	w := newWorld(t, nil)
-	w.decide = func(string) (v1.ApprovalDecision, bool) { return "", false } // nobody answers
+	w.decide = func(string) (v1alpha1.ApprovalDecision, bool) { return "", false } // nobody answers
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := w.start(ctx, w.config(`
@@ -393,8 +393,8 @@ plan: [Summary]
 turns:
 - tools: [{name: report.publish, args: {section: Summary, content: "x"}}]
 `))
-	w.g.Eventually(func() []string { return v1.ActionIDs(w.status().AwaitingApproval) }, wait, poll).Should(HaveLen(1))
-	w.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated; s.Grant = v1.Grant{} })
+	w.g.Eventually(func() []string { return v1alpha1.ActionIDs(w.status().AwaitingApproval) }, wait, poll).Should(HaveLen(1))
+	w.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) { s.RunPhase = v1alpha1.PhaseTerminated; s.Grant = v1alpha1.Grant{} })
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
 	w.g.Expect(w.status().Usage.ToolCalls).To(BeZero(), "the awaited call was never dispatched")
 }
@@ -403,7 +403,7 @@ turns:
 // heartbeats, no facts: so the operator's heartbeat timeout fires) until the
 // process is stopped.
 func TestRunHang(t *testing.T) {
-	w := newWorld(t, func(ra *v1.RunAttempt) {
+	w := newWorld(t, func(ra *v1alpha1.RunAttempt) {
 		ra.Spec.HeartbeatInterval = &metav1.Duration{Duration: 20 * time.Millisecond}
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -423,17 +423,17 @@ turns:
 	}, wait, poll).Should(Succeed())
 	w.g.Expect(done).NotTo(Receive(), "frozen until stopped")
 	cancel()
-	w.g.Eventually(done, wait).Should(Receive(MatchError(ErrHung)))
+	w.g.Eventually(done, wait).Should(Receive(MatchError(research.ErrHung)))
 }
 
 // Directives reach the loop: under Degrade the gateway serves the policy's
 // degraded model (the upstream is asked for scripted-small-v2) and the
 // agent drops the fetching tool; Compress compacts the conversation.
 func TestRunObeysDirectives(t *testing.T) {
-	w := newWorld(t, func(ra *v1.RunAttempt) {
-		ra.Spec.Directives = []v1.Directive{{Type: v1.DirectiveDegrade, Gate: v1.GateBudget}, {Type: v1.DirectiveCompress, Gate: v1.GateBudget}}
+	w := newWorld(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Directives = []v1alpha1.Directive{{Type: v1alpha1.DirectiveDegrade, Gate: v1alpha1.GateBudget}, {Type: v1alpha1.DirectiveCompress, Gate: v1alpha1.GateBudget}}
 	})
-	cfg := w.config(`
+	cfg, h := w.play(`
 plan: [Summary]
 turns:
 - tools: [{name: notes.write, args: {section: Summary, text: "a"}}]
@@ -442,10 +442,8 @@ turns:
 - tools: [{name: report.publish, args: {section: Summary, content: "abc"}}]
 - finish: true
 `)
-	scripted := NewScripted(cfg.Script, 1)
-	cfg.Provider = scripted
 	w.g.Expect(w.run(cfg)).To(Succeed())
-	reqs := scripted.Requests()
+	reqs := h.Requests()
 	last := reqs[len(reqs)-1]
 	w.g.Expect(last.Model).To(Equal(gatewaytest.Model), "the agent asks for its model; the gateway degrades it")
 	w.g.Expect(w.Upstream.Models()).To(HaveLen(len(reqs)))
@@ -454,10 +452,10 @@ turns:
 	for _, t := range last.Tools {
 		tools = append(tools, t.Name)
 	}
-	w.g.Expect(tools).To(ConsistOf(ToolNotesWrite, ToolReportPublish))
+	w.g.Expect(tools).To(ConsistOf(research.ToolNotesWrite, research.ToolReportPublish))
 	w.g.Expect(len(last.Messages)).To(BeNumerically("<=", 8), "compacted")
 	w.g.Expect(last.Messages[2].Content).To(ContainSubstring("Context compacted"))
-	w.g.Expect(w.status().Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(w.status().Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 }
 
 // A Degrade directive given mid-run switches the model from the next request on.
@@ -471,14 +469,14 @@ turns:
 - finish: true
 `)
 	var degrade sync.Once
-	w.decide = func(string) (v1.ApprovalDecision, bool) {
+	w.decide = func(string) (v1alpha1.ApprovalDecision, bool) {
 		// The budget gate fires while the publication awaits its approval.
 		degrade.Do(func() {
-			w.UpdateSpec(func(s *v1.RunAttemptSpec) {
-				s.Directives = []v1.Directive{{Type: v1.DirectiveDegrade, Gate: v1.GateBudget}}
+			w.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
+				s.Directives = []v1alpha1.Directive{{Type: v1alpha1.DirectiveDegrade, Gate: v1alpha1.GateBudget}}
 			})
 		})
-		return v1.DecisionApprove, true
+		return v1alpha1.DecisionApprove, true
 	}
 	w.g.Expect(w.run(cfg)).To(Succeed())
 	w.g.Expect(w.Upstream.Models()).To(Equal([]string{gatewaytest.Model, gatewaytest.Model, gatewaytest.Model, "scripted-small-v2"}))
@@ -490,7 +488,7 @@ turns:
 func TestRunChainRedactsAndAudits(t *testing.T) {
 	t.Setenv("POD_NAME", "survey-1-pod")
 	w := newWorld(t, nil)
-	cfg := w.config(`
+	cfg, h := w.play(`
 plan: [Summary]
 turns:
 - tools: [{name: http.get, args: {url: WEB/b}}]
@@ -499,10 +497,8 @@ turns:
 `)
 	audit := &strings.Builder{}
 	cfg.AuditWriter = audit
-	scripted := NewScripted(cfg.Script, 1)
-	cfg.Provider = scripted
 	w.g.Expect(w.run(cfg)).To(Succeed())
-	reqs := scripted.Requests()
+	reqs := h.Requests()
 	var toolAnswers []string
 	for _, m := range reqs[len(reqs)-1].Messages {
 		if m.Role == "tool" {
@@ -518,15 +514,15 @@ turns:
 // An interceptor the agent does not know: it refuses to start, and says
 // why in an escalated fault.
 func TestRunRefusesUnknownInterceptor(t *testing.T) {
-	dlp := func(ra *v1.RunAttempt) {
+	dlp := func(ra *v1alpha1.RunAttempt) {
 		ra.Spec.Policy.ResolvedChain = append(ra.Spec.Policy.ResolvedChain,
-			v1.ResolvedInterceptor{Name: "dlp", Class: v1.ClassSecurity, Phase: v1.InterceptorPost, OnError: v1.PostureDeny})
+			v1alpha1.ResolvedInterceptor{Name: "dlp", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPost, OnError: v1alpha1.PostureDeny})
 	}
 	w := newWorld(t, dlp)
 	err := w.run(w.config(normalScript))
 	w.g.Expect(err).To(MatchError(agent.ErrUnregisteredInterceptor))
 	w.g.Expect(err.Error()).To(ContainSubstring(`"dlp"`))
-	f, ok := fault(w.status(), v1.FaultScopeAgent, "UnregisteredInterceptor")
+	f, ok := fault(w.status(), v1alpha1.FaultScopeAgent, "UnregisteredInterceptor")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Escalated).To(BeTrue())
 	w.g.Expect(w.Upstream.Requests.Load()).To(BeZero())
@@ -546,16 +542,16 @@ func TestSampleScriptCompletes(t *testing.T) {
 	g.Expect(err).NotTo(HaveOccurred())
 	sample := &corev1.ConfigMap{}
 	g.Expect(yaml.UnmarshalStrict(raw, sample)).To(Succeed())
-	g.Expect(sample.Data).To(HaveKey(DefaultScriptKey))
-	t.Setenv("TEST_AGENTRUN_SCRIPT", sample.Data[DefaultScriptKey])
+	g.Expect(sample.Data).To(HaveKey(scripted.DefaultScriptKey))
+	t.Setenv("TEST_AGENTRUN_SCRIPT", sample.Data[scripted.DefaultScriptKey])
 	w := newWorld(t, nil)
-	cfg := w.config("")
-	cfg.ScriptEnv = "TEST_AGENTRUN_SCRIPT"
+	cfg, h := w.play("")
+	h.Env = "TEST_AGENTRUN_SCRIPT"
 	cfg.HTTPAllowlist = nil // offline: http.get is refused, a local fault
 	w.g.Expect(w.run(cfg)).To(Succeed())
 	s := w.status()
 	w.g.Expect(s.FinishProposed).To(BeTrue())
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 	w.g.Expect(s.Publication.BlocksCommitted).To(BeNumerically(">=", 2))
 	for _, f := range s.Faults {
 		w.g.Expect(f.Escalated).To(BeFalse())
@@ -567,31 +563,27 @@ func TestSampleScriptCompletes(t *testing.T) {
 func TestRunWithoutScriptFails(t *testing.T) {
 	t.Setenv("TEST_NO_SCRIPT", "")
 	w := newWorld(t, nil)
-	cfg := w.config("")
-	cfg.ScriptEnv = "TEST_NO_SCRIPT"
+	cfg, h := w.play("")
+	h.Env = "TEST_NO_SCRIPT"
 	err := w.run(cfg)
 	w.g.Expect(err).To(MatchError(ContainSubstring("needs a script")))
-	f, ok := fault(w.status(), v1.FaultScopeAgent, "BadConfiguration")
+	f, ok := fault(w.status(), v1alpha1.FaultScopeAgent, "BadConfiguration")
 	w.g.Expect(ok).To(BeTrue())
 	w.g.Expect(f.Escalated).To(BeTrue())
 }
 
 func TestParsing(t *testing.T) {
 	g := NewWithT(t)
-	g.Expect(parsePlan(`["Intro", "Replication", "intro", ""]`)).To(Equal([]string{"Intro", "Replication"}))
-	g.Expect(parsePlan("```json\n[\"A\",\"B\"]\n```")).To(Equal([]string{"A", "B"}))
-	g.Expect(parsePlan("1. Background\n2) Findings\n- Outlook\n")).To(Equal([]string{"Background", "Findings", "Outlook"}))
+	g.Expect(research.ParsePlan(`["Intro", "Replication", "intro", ""]`)).To(Equal([]string{"Intro", "Replication"}))
+	g.Expect(research.ParsePlan("```json\n[\"A\",\"B\"]\n```")).To(Equal([]string{"A", "B"}))
+	g.Expect(research.ParsePlan("1. Background\n2) Findings\n- Outlook\n")).To(Equal([]string{"Background", "Findings", "Outlook"}))
 	g.Expect(gateway.SectionKey(0, "Replication & Consistency!")).To(Equal("01-replication-consistency.md"))
 	g.Expect(gateway.SectionKey(11, "???")).To(Equal("12-section.md"))
-	g.Expect(Redact("key sk-ABCDEFGHIJKLMNOPQRST and Bearer abc.def.ghi password=hunter2")).
+	g.Expect(research.Redact("key sk-ABCDEFGHIJKLMNOPQRST and Bearer abc.def.ghi password=hunter2")).
 		To(Equal("key [REDACTED] and [REDACTED] [REDACTED]"))
-	_, err := ParseScript([]byte("turns:\n- tool: [x]\n"))
-	g.Expect(err).To(MatchError(ContainSubstring(`unknown field "tool"`)))
-	_, err = ParseScript([]byte("turns:\n- tools: [{args: {}}]\n"))
-	g.Expect(err).To(MatchError(ContainSubstring("has no name")))
-	g.Expect(errors.Is(ErrCrashed, ErrHung)).To(BeFalse())
-	g.Expect(wireName("report.publish")).To(Equal("report_publish"))
-	g.Expect(wireName("a/b c")).To(Equal("a_b_c"))
+	g.Expect(errors.Is(research.ErrCrashed, research.ErrHung)).To(BeFalse())
+	g.Expect(research.WireName("report.publish")).To(Equal("report_publish"))
+	g.Expect(research.WireName("a/b c")).To(Equal("a_b_c"))
 }
 
 // Finalizing starts while a research request is being retried (a provider
@@ -612,19 +604,19 @@ finalize:
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	done := w.start(ctx, cfg)
-	w.g.Eventually(w.hasFault(v1.FaultScopeProvider, "RateLimited"), wait, poll).Should(BeTrue())
+	w.g.Eventually(w.hasFault(v1alpha1.FaultScopeProvider, "RateLimited"), wait, poll).Should(BeTrue())
 	used := w.status().Usage
 	w.g.Expect(used.ModelRequests).To(Equal(int64(3)))
 
-	w.UpdateSpec(func(s *v1.RunAttemptSpec) {
-		s.RunPhase = v1.PhaseFinalizing
-		s.Grant = v1.Grant{ModelRequests: used.ModelRequests + 1, ToolCalls: used.ToolCalls + 1, FinalizeOnly: true}
+	w.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
+		s.RunPhase = v1alpha1.PhaseFinalizing
+		s.Grant = v1alpha1.Grant{ModelRequests: used.ModelRequests + 1, ToolCalls: used.ToolCalls + 1, FinalizeOnly: true}
 	})
 	w.g.Eventually(done, wait).Should(Receive(BeNil()))
 	s := w.status()
 	w.g.Expect(s.Usage.ModelRequests).To(Equal(used.ModelRequests+1), "one finalization request, no research retry")
-	w.g.Expect(s.Publication.Settlement).To(Equal(v1.SettlementComplete))
+	w.g.Expect(s.Publication.Settlement).To(Equal(v1alpha1.SettlementComplete))
 	w.g.Expect(w.report().Data).To(HaveKeyWithValue("01-overview.md", "Overview, at the deadline."))
-	_, refused := fault(s, v1.FaultScopeAgent, "FinalizeOnly")
+	_, refused := fault(s, v1alpha1.FaultScopeAgent, "FinalizeOnly")
 	w.g.Expect(refused).To(BeFalse(), "the loop stops before asking, not by being refused")
 }

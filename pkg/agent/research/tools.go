@@ -29,7 +29,6 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
 )
 
@@ -123,50 +122,6 @@ func (n *notebook) summary(limit int) string {
 	return b.String()
 }
 
-type injectionKey struct{}
-
-func withInjection(ctx context.Context, inj *CallInjection) context.Context {
-	if inj == nil {
-		return ctx
-	}
-	return context.WithValue(ctx, injectionKey{}, inj)
-}
-
-// injected applies a scripted fault to a tool call, if the call carries one.
-func (r *runner) injected(ctx context.Context) error {
-	inj, _ := ctx.Value(injectionKey{}).(*CallInjection)
-	switch {
-	case inj == nil:
-		return nil
-	case inj.Crash != nil:
-		return r.crash(exitCode(inj.Crash))
-	case inj.Fail != nil:
-		kind := inj.Fail.Kind
-		if kind == "" {
-			kind = "Failed"
-		}
-		msg := inj.Fail.Message
-		if msg == "" {
-			msg = "injected by the script"
-		}
-		return agent.Failure(kind, inj.Fail.Retryable, errors.New(msg))
-	}
-	return nil
-}
-
-// injectedBefore applies a scripted fault to a call the gateway serves:
-// a crash, or a failure reported as the tool's fault (the call is not made).
-func (r *runner) injectedBefore(ctx context.Context, tool string, inj *CallInjection) error {
-	err := r.injected(withInjection(ctx, inj))
-	var fe *agent.FaultError
-	if err != nil && !r.crashed.Load() && errors.As(err, &fe) {
-		if rerr := r.ag.RecordFault(ctx, v1alpha1.FaultScopeTool, fe.Kind, fe.Retryable, tool+": "+err.Error()); rerr != nil {
-			r.log.Error(rerr, "Could not report a fault", "tool", tool)
-		}
-	}
-	return err
-}
-
 // Tool argument names.
 const (
 	argSection = "section"
@@ -241,7 +196,7 @@ func (r *runner) tools() []agent.Tool {
 }
 
 func (r *runner) notesWrite(ctx context.Context, call *agent.Call) (string, error) {
-	if err := r.injected(ctx); err != nil {
+	if err := r.beforeTool(ctx); err != nil {
 		return "", err
 	}
 	text := strings.TrimSpace(call.StringArg(argText))
@@ -281,7 +236,7 @@ func allowed(allowlist []string, u *url.URL) bool {
 }
 
 func (r *runner) httpGet(ctx context.Context, call *agent.Call) (string, error) {
-	if err := r.injected(ctx); err != nil {
+	if err := r.beforeTool(ctx); err != nil {
 		return "", err
 	}
 	raw := call.StringArg(argURL)
@@ -325,7 +280,7 @@ func (r *runner) httpGet(ctx context.Context, call *agent.Call) (string, error) 
 }
 
 func (r *runner) reportPublish(ctx context.Context, call *agent.Call) (string, error) {
-	if err := r.injected(ctx); err != nil {
+	if err := r.beforeTool(ctx); err != nil {
 		return "", err
 	}
 	section, content := strings.TrimSpace(call.StringArg(argSection)), call.StringArg(argContent)

@@ -14,7 +14,7 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-package research
+package scripted
 
 import (
 	"context"
@@ -24,17 +24,25 @@ import (
 	"os"
 	"sync"
 
-	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun-dev/agentrun/internal/upstream"
+	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/agent/research"
 )
 
-// DefaultScriptKey is the ConfigMap key a script is read from.
-const DefaultScriptKey = "script.yaml"
-
-// maxSections bounds a plan (the gateway refuses more).
-const maxSections = 20
+const (
+	// DefaultScriptKey is the ConfigMap key a script is read from.
+	DefaultScriptKey = "script.yaml"
+	// EnvScript is the environment variable the script is read from when
+	// no file is given (a pod gets it from a ConfigMap key).
+	EnvScript = "AGENTRUN_SCRIPT"
+	// Model is the model the scripted provider asks the gateway for unless
+	// the config names one: a policy serves a model of this name pointing at
+	// a scripted upstream.
+	Model = "scripted"
+)
 
 // Script is what the scripted provider plays: the model's plan, its turns
 // and injected faults. docs/script-format.md documents the format.
@@ -56,12 +64,12 @@ type Turn struct {
 	// Say is the assistant's text.
 	Say string `json:"say,omitempty"`
 	// Tools are the tool calls the model asks for.
-	Tools []ScriptedCall `json:"tools,omitempty"`
+	Tools []Call `json:"tools,omitempty"`
 	// Finish says the model is done.
 	Finish bool `json:"finish,omitempty"`
 	// Advice comes with the answer (e.g. a reviewer saying Continue after a
 	// finish); the agent records it and never obeys it.
-	Advice []AdviceItem `json:"advice,omitempty"`
+	Advice []research.AdviceItem `json:"advice,omitempty"`
 	// Tokens the request reports.
 	Tokens int64 `json:"tokens,omitempty"`
 	// Repeat serves this turn this many times in a row (default 1): a loop
@@ -77,8 +85,8 @@ type Turn struct {
 	Hang *Hang `json:"hang,omitempty"`
 }
 
-// ScriptedCall is one tool call of a turn.
-type ScriptedCall struct {
+// Call is one tool call of a turn.
+type Call struct {
 	// Name of the tool (http.get, notes.write, report.publish).
 	Name string `json:"name"`
 	// Args of the call.
@@ -133,14 +141,14 @@ type Hang struct {
 	OnAttempt int32 `json:"onAttempt,omitempty"`
 }
 
-// CallInjection is what a scripted tool call injects into its tool.
-type CallInjection struct {
+// injection is what a scripted tool call injects into its tool.
+type injection struct {
 	Fail  *ToolFault
 	Crash *Crash
 }
 
-// ParseScript decodes a script (YAML or JSON), rejecting unknown fields.
-func ParseScript(data []byte) (*Script, error) {
+// Parse decodes a script (YAML or JSON), rejecting unknown fields.
+func Parse(data []byte) (*Script, error) {
 	s := &Script{}
 	if err := yaml.UnmarshalStrict(data, s); err != nil {
 		return nil, fmt.Errorf("script: %w", err)
@@ -151,27 +159,27 @@ func ParseScript(data []byte) (*Script, error) {
 	return s, nil
 }
 
-// LoadScriptFile reads a script file.
-func LoadScriptFile(path string) (*Script, error) {
+// LoadFile reads a script file.
+func LoadFile(path string) (*Script, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	s, err := ParseScript(data)
+	s, err := Parse(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return s, nil
 }
 
-// LoadScriptEnv reads a script from environment variable name (a pod gets
+// LoadEnv reads a script from environment variable name (a pod gets
 // it from a ConfigMap key with env valueFrom.configMapKeyRef).
-func LoadScriptEnv(name string) (*Script, error) {
+func LoadEnv(name string) (*Script, error) {
 	data, ok := os.LookupEnv(name)
 	if !ok || data == "" {
 		return nil, fmt.Errorf("script: environment variable %s is not set", name)
 	}
-	s, err := ParseScript([]byte(data))
+	s, err := Parse([]byte(data))
 	if err != nil {
 		return nil, fmt.Errorf("script in $%s: %w", name, err)
 	}
@@ -200,38 +208,131 @@ func (s *Script) validate() error {
 	return errors.Join(errs...)
 }
 
-// Scripted is the provider that plays a Script. It is the test and demo
-// workhorse: deterministic answers plus injected faults.
-type Scripted struct {
-	script  *Script
-	attempt int32
-	// crash exits the process (set by the research loop); it returns only
-	// when the process keeps running (in-process tests).
-	crash func(code int) error
-	// hang freezes the process until it is killed.
-	hang func(ctx context.Context) error
-	// client sends every answer through the gateway to the scripted
-	// upstream, which plays it back (set by the research loop). Without one
-	// the answer is returned directly (unit tests of the script itself).
-	client *openai.Client
+// Harness plays a Script for the research agent: the model's answers (a
+// provider built when the agent starts, once the attempt number is known)
+// and the faults the script injects into tool calls. The script is Script,
+// else the file Path, else the environment variable Env (default
+// AGENTRUN_SCRIPT), read when the agent starts: a missing script is the
+// agent's escalated BadConfiguration.
+type Harness struct {
+	Script *Script
+	Path   string
+	Env    string
 
-	mu        sync.Mutex
-	turns     []Turn // expanded by Repeat
-	finalize  []Turn
-	next      int
-	nextFinal int
-	failed    map[string]int // injected errors served, per turn
-	requests  []Request
+	mu       sync.Mutex
+	provider *provider // the provider of the latest start
 }
 
-// NewScripted returns a provider playing script for attempt number attempt
+// Configure makes cfg play the harness: its hooks, and the model "scripted"
+// unless cfg names one.
+func (h *Harness) Configure(cfg *research.Config) {
+	cfg.Hooks = research.Hooks{Provider: h.start, BeforeToolCall: h.beforeToolCall}
+	if cfg.Model == "" {
+		cfg.Model = Model
+	}
+}
+
+// Requests returns the latest requests (at most 64) the provider of the
+// latest start received.
+func (h *Harness) Requests() []research.Request {
+	h.mu.Lock()
+	p := h.provider
+	h.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	return p.requestsCopy()
+}
+
+func (h *Harness) start(s research.Session) (research.Provider, error) {
+	script := h.Script
+	var err error
+	switch {
+	case script != nil:
+	case h.Path != "":
+		script, err = LoadFile(h.Path)
+	default:
+		env := h.Env
+		if env == "" {
+			env = EnvScript
+		}
+		script, err = LoadEnv(env)
+		if err != nil {
+			err = fmt.Errorf("the scripted provider needs a script (--script, or $%s): %w", env, err)
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := newProvider(script, s)
+	h.mu.Lock()
+	h.provider = p
+	h.mu.Unlock()
+	return p, nil
+}
+
+// beforeToolCall applies the fault the script gave a tool call, if any: a
+// crash, or a failure of the call.
+func (h *Harness) beforeToolCall(_ context.Context, call research.ToolCall) error {
+	h.mu.Lock()
+	p := h.provider
+	h.mu.Unlock()
+	if p == nil {
+		return nil
+	}
+	inj := p.injection(call.ID)
+	switch {
+	case inj == nil:
+		return nil
+	case inj.Crash != nil:
+		if p.session.Crash == nil {
+			return nil
+		}
+		return p.session.Crash(exitCode(inj.Crash))
+	case inj.Fail != nil:
+		kind := inj.Fail.Kind
+		if kind == "" {
+			kind = "Failed"
+		}
+		msg := inj.Fail.Message
+		if msg == "" {
+			msg = msgInjected
+		}
+		return agent.Failure(kind, inj.Fail.Retryable, errors.New(msg))
+	}
+	return nil
+}
+
+const msgInjected = "injected by the script"
+
+// provider plays a Script for one attempt: deterministic answers plus
+// injected faults.
+type provider struct {
+	script  *Script
+	session research.Session
+	// model sends every answer through the gateway to the scripted upstream,
+	// which plays it back.
+	model *research.OpenAI
+
+	mu         sync.Mutex
+	turns      []Turn // expanded by Repeat
+	finalize   []Turn
+	next       int
+	nextFinal  int
+	failed     map[string]int // injected errors served, per turn
+	requests   []research.Request
+	injections map[string]*injection // by tool call ID
+}
+
+// newProvider returns a provider playing script for the session's attempt
 // (faults with onAttempt set fire only on that attempt).
-func NewScripted(script *Script, attempt int32) *Scripted {
-	return &Scripted{
-		script: script, attempt: attempt,
-		turns:    expand(script.Turns),
-		finalize: expand(script.Finalize),
-		failed:   map[string]int{},
+func newProvider(script *Script, s research.Session) *provider {
+	return &provider{
+		script: script, session: s, model: &research.OpenAI{Client: s.OpenAI},
+		turns:      expand(script.Turns),
+		finalize:   expand(script.Finalize),
+		failed:     map[string]int{},
+		injections: map[string]*injection{},
 	}
 }
 
@@ -249,14 +350,21 @@ func expand(turns []Turn) []Turn {
 // maxRecorded bounds the requests the provider remembers.
 const maxRecorded = 64
 
-// Requests returns the latest requests the provider received (at most 64).
-func (s *Scripted) Requests() []Request {
+func (s *provider) requestsCopy() []research.Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]Request(nil), s.requests...)
+	return append([]research.Request(nil), s.requests...)
 }
 
-func (s *Scripted) applies(onAttempt int32) bool { return onAttempt == 0 || onAttempt == s.attempt }
+func (s *provider) injection(callID string) *injection {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.injections[callID]
+}
+
+func (s *provider) applies(onAttempt int32) bool {
+	return onAttempt == 0 || onAttempt == s.session.Attempt.Attempt
+}
 
 // Complete answers req from the script: it picks the turn (faults, repeats
 // and attempts as the script says) and sends it as one chat completion
@@ -264,7 +372,7 @@ func (s *Scripted) applies(onAttempt int32) bool { return onAttempt == 0 || onAt
 // gateway counts the request and the tokens the upstream reports, exactly as
 // for a real model. An injected crash or hang happens once the request was
 // dispatched, as if the process died waiting for the model.
-func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) {
+func (s *provider) Complete(ctx context.Context, req research.Request) (research.Response, error) {
 	s.mu.Lock()
 	s.requests = append(s.requests, req)
 	if len(s.requests) > maxRecorded {
@@ -274,29 +382,27 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 	var list *[]Turn
 	var cursor *int
 	switch req.Purpose {
-	case PurposePlan:
+	case research.PurposePlan:
 		content, _ := json.Marshal(s.script.Plan)
 		pf := s.script.PlanError
 		if pf != nil && s.applies(pf.OnAttempt) && s.failed["plan"] < max(pf.Times, 1) {
 			s.failed["plan"]++
 			s.mu.Unlock()
-			return s.send(ctx, req, &upstream.Turn{Error: upstreamError(pf)}, Response{})
+			return s.send(ctx, req, &upstream.Turn{Error: upstreamError(pf)})
 		}
 		s.mu.Unlock()
-		return s.send(ctx, req, &upstream.Turn{Say: string(content), Tokens: s.script.PlanTokens},
-			Response{Content: string(content), Tokens: s.script.PlanTokens})
-	case PurposeFinalize:
+		return s.send(ctx, req, &upstream.Turn{Say: string(content), Tokens: s.script.PlanTokens})
+	case research.PurposeFinalize:
 		list, cursor = &s.finalize, &s.nextFinal
 	default:
 		list, cursor = &s.turns, &s.next
 	}
 	if *cursor >= len(*list) {
 		s.mu.Unlock()
-		if req.Purpose == PurposeFinalize {
-			say := "(script has no more finalization turns)"
-			return s.send(ctx, req, &upstream.Turn{Say: say}, Response{Content: say})
+		if req.Purpose == research.PurposeFinalize {
+			return s.send(ctx, req, &upstream.Turn{Say: "(script has no more finalization turns)"})
 		}
-		resp, err := s.send(ctx, req, &upstream.Turn{Say: "(script ended)"}, Response{Content: "(script ended)"})
+		resp, err := s.send(ctx, req, &upstream.Turn{Say: "(script ended)"})
 		resp.Finish = true
 		return resp, err
 	}
@@ -306,16 +412,15 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 	if pf := turn.Error; pf != nil && s.applies(pf.OnAttempt) && s.failed[key] < max(pf.Times, 1) {
 		s.failed[key]++
 		s.mu.Unlock()
-		return s.send(ctx, req, &upstream.Turn{Error: upstreamError(pf)}, Response{})
+		return s.send(ctx, req, &upstream.Turn{Error: upstreamError(pf)})
 	}
 	*cursor++
-	s.mu.Unlock()
 
-	want := Response{Content: turn.Say, Finish: turn.Finish, Tokens: turn.Tokens, Advice: turn.Advice}
+	want := research.Response{Content: turn.Say, Finish: turn.Finish, Tokens: turn.Tokens, Advice: turn.Advice}
 	wire := &upstream.Turn{Say: turn.Say, Tokens: turn.Tokens}
 	for i, c := range turn.Tools {
-		tc := ToolCall{ID: fmt.Sprintf("call_%s_%d_%d", req.Purpose, index, i), Name: c.Name, Args: c.Args}
-		inj := &CallInjection{}
+		tc := research.ToolCall{ID: fmt.Sprintf("call_%s_%d_%d", req.Purpose, index, i), Name: c.Name, Args: c.Args}
+		inj := &injection{}
 		if c.Fail != nil && s.applies(c.Fail.OnAttempt) {
 			inj.Fail = c.Fail
 		}
@@ -323,40 +428,35 @@ func (s *Scripted) Complete(ctx context.Context, req Request) (Response, error) 
 			inj.Crash = c.Crash
 		}
 		if inj.Fail != nil || inj.Crash != nil {
-			tc.inject = inj
+			s.injections[tc.ID] = inj
 		}
 		want.ToolCalls = append(want.ToolCalls, tc)
-		wire.Tools = append(wire.Tools, upstream.ToolCall{ID: tc.ID, Name: wireName(c.Name), Arguments: c.Args})
+		wire.Tools = append(wire.Tools, upstream.ToolCall{ID: tc.ID, Name: research.WireName(c.Name), Arguments: c.Args})
 	}
-	resp, err := s.send(ctx, req, wire, want)
-	if c := turn.Crash; c != nil && s.applies(c.OnAttempt) && s.crash != nil {
-		return Response{}, s.crash(exitCode(c))
+	s.mu.Unlock()
+	resp, err := s.send(ctx, req, wire)
+	if c := turn.Crash; c != nil && s.applies(c.OnAttempt) && s.session.Crash != nil {
+		return research.Response{}, s.session.Crash(exitCode(c))
 	}
-	if h := turn.Hang; h != nil && s.applies(h.OnAttempt) && s.hang != nil {
-		return Response{}, s.hang(ctx)
+	if h := turn.Hang; h != nil && s.applies(h.OnAttempt) && s.session.Hang != nil {
+		return research.Response{}, s.session.Hang()
 	}
 	if err != nil {
-		return Response{}, err
+		return research.Response{}, err
 	}
-	// The script's own view of the turn (finish, advice, injections) rides
-	// on what came back through the gateway (text, tool calls).
+	// The script's own view of the turn (finish, advice, the calls with
+	// their faults) rides on what came back through the gateway (the text).
 	want.Content = resp.Content
 	return want, nil
 }
 
-// send plays wire through the gateway (or returns want without a client).
-func (s *Scripted) send(ctx context.Context, req Request, wire *upstream.Turn, want Response) (Response, error) {
-	if s.client == nil {
-		if wire.Error != nil {
-			return Response{}, (&ProviderError{Kind: wire.Error.Code, Retryable: wire.Error.Retryable,
-				Status: wire.Error.Status, Message: wire.Error.Message}).Fault()
-		}
-		return want, nil
-	}
+// send plays wire through the gateway: the turn rides in the request's
+// extra field, which the gateway forwards untouched to the scripted upstream.
+func (s *provider) send(ctx context.Context, req research.Request, wire *upstream.Turn) (research.Response, error) {
 	if req.Model == "" {
-		req.Model = "scripted"
+		req.Model = Model
 	}
-	return chatCompletion(ctx, *s.client, req, wire)
+	return s.model.CompleteWith(ctx, req, option.WithJSONSet(upstream.ScriptField, wire))
 }
 
 func exitCode(c *Crash) int {
@@ -372,14 +472,14 @@ func exitCode(c *Crash) int {
 func upstreamError(pf *ProviderFault) *upstream.Error {
 	kind := pf.Kind
 	if kind == "" {
-		kind = kindInvalidRequest
+		kind = "InvalidRequest"
 		if pf.Retryable {
 			kind = "RateLimited"
 		}
 	}
 	msg := pf.Message
 	if msg == "" {
-		msg = "injected by the script"
+		msg = msgInjected
 	}
 	return &upstream.Error{Status: pf.Status, Code: kind, Message: msg, Retryable: pf.Retryable}
 }
