@@ -88,6 +88,11 @@ func handlerRoutes(t *testing.T) []string {
 		}
 		out = append(out, m[1]+" "+prefix+m[3])
 	}
+	// The tool door is one MCP endpoint for every method (the MCP handler
+	// answers 405 to all but POST): documented as its POST.
+	if strings.Contains(body, "mux.Handle(gatewayapi.MCPPath,") {
+		out = append(out, "POST "+gatewayapi.MCPPath)
+	}
 	if n := strings.Count(body, "mux.Handle("); n != len(out) {
 		t.Fatalf("parsed %d of %d mux.Handle lines; update this test's pattern", len(out), n)
 	}
