@@ -409,10 +409,30 @@ func (k *keeper) interceptors() (*chain.Chain, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if k.chain == nil && k.chainErr == nil {
-		k.chain, k.chainErr = chain.New(k.obj.Spec.Policy.ResolvedChain, k.g.interceptors, k.g.chainMetrics,
-			chain.WithLogger(k.log))
+		run, skipped := gatewayChain(k.obj.Spec.Policy.ResolvedChain, k.g.interceptors)
+		if len(skipped) > 0 {
+			k.log.Info("The policy's chain names interceptors this gateway does not implement; they are not Security, so the gateway runs the rest (the agent may run them)",
+				"skipped", skipped)
+		}
+		k.chain, k.chainErr = chain.New(run, k.g.interceptors, k.g.chainMetrics, chain.WithLogger(k.log))
 	}
 	return k.chain, k.chainErr
+}
+
+// gatewayChain is the part of a resolved chain the gateway runs: every
+// entry it implements, and every Security entry — one it does not
+// implement makes chain.New fail, so the calls are refused (fail closed:
+// an interceptor inside the agent is no security boundary). Other entries
+// it does not implement are left to the agent's process.
+func gatewayChain(resolved []v1alpha1.ResolvedInterceptor, reg chain.Registry) (run []v1alpha1.ResolvedInterceptor, skipped []string) {
+	for _, e := range resolved {
+		if _, ok := reg[e.Name]; ok || e.Class == v1alpha1.ClassSecurity {
+			run = append(run, e)
+			continue
+		}
+		skipped = append(skipped, e.Name)
+	}
+	return run, skipped
 }
 
 func (k *keeper) closeChain() {

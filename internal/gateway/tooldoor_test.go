@@ -394,6 +394,18 @@ func TestToolDoorRefusesAPolicyChainItCannotRun(t *testing.T) {
 	g.Expect(res.IsError).To(BeTrue())
 	g.Expect(resultText(res)).To(And(ContainSubstring("dlp"), ContainSubstring("cannot run")))
 	g.Expect(u.count("search")).To(BeZero())
+
+	// An interceptor the gateway does not implement that is not Security is
+	// left to the agent's process: the gateway runs the rest.
+	e2, u2 := doorEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.ResolvedChain = []v1alpha1.ResolvedInterceptor{
+			{Name: "trace", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, OnError: v1alpha1.PostureAllow},
+		}
+	})
+	res, err = connectDoor(t, e2, gatewaytest.Token).CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeFalse(), resultText(res))
+	g.Expect(u2.count("search")).To(Equal(1))
 }
 
 // A call in flight when the gateway process dies has an unknown outcome:

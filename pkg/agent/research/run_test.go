@@ -23,6 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -527,11 +528,25 @@ func TestRunRefusesUnknownInterceptor(t *testing.T) {
 	w.g.Expect(f.Escalated).To(BeTrue())
 	w.g.Expect(w.Upstream.Requests.Load()).To(BeZero())
 
-	// Registered through Config.Interceptors, it runs.
-	w2 := newWorld(t, dlp)
+	// Registered through Config.Interceptors, it runs in the agent. A
+	// Security interceptor only the agent implements is no boundary: the
+	// gateway, which does not implement dlp, refuses the run's calls (see
+	// internal/gateway's TestToolDoorRefusesAPolicyChainItCannotRun); an
+	// Observability one it leaves to the agent.
+	trace := func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.ResolvedChain = append(ra.Spec.Policy.ResolvedChain,
+			v1alpha1.ResolvedInterceptor{Name: "trace", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, OnError: v1alpha1.PostureAllow})
+	}
+	w2 := newWorld(t, trace)
 	cfg := w2.config(normalScript)
-	cfg.Interceptors = map[string]agent.Interceptor{"dlp": {Post: func(context.Context, *agent.Call, *agent.Outcome) error { return nil }}}
+	var traced atomic.Int64
+	cfg.Interceptors = map[string]agent.Interceptor{"trace": {Post: func(context.Context, *agent.Call, *agent.Outcome) error {
+		traced.Add(1)
+		return nil
+	}}}
 	w2.g.Expect(w2.run(cfg)).To(Succeed())
+	w2.g.Expect(traced.Load()).To(BeNumerically(">", 0), "the agent ran it")
+	w2.g.Expect(w2.status().Publication.Settled).To(BeTrue(), "the run completed")
 }
 
 // The sample script (config/samples/research-agent-script.yaml), read from
