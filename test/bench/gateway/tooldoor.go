@@ -684,9 +684,11 @@ func (t *toolReport) markdown(b *strings.Builder) {
 		for _, w := range t.WriteAhead {
 			fmt.Fprintf(b, "| %s | %.2f | %.2f | %.2f | %.2f | %d |\n", w.APIServer, w.P50, w.P99, w.PerCall, w.WriteMs, w.Errors)
 		}
-		fmt.Fprintf(b, "\nConcurrent admissions share one status write (a Write call that arrives while a write is in flight waits for "+
-			"the next, which carries every record admitted meanwhile), so the writes per call fall below 1 when the API server's "+
-			"write takes longer than the gap between calls (%.1f ms here); the record's removal after the call is coalesced.\n\n",
+		fmt.Fprintf(b, "\nA Write call waits for two status writes: its write-ahead record before dispatch, and the record's "+
+			"removal (or its Unknown mark) before the answer, so an attempt that ends right after is never judged on a stale "+
+			"record. Concurrent calls share a write (one that arrives while a write is in flight waits for the next, which "+
+			"carries every change made meanwhile), so the writes per call fall below 2 when the API server's write takes "+
+			"longer than the gap between calls (%.1f ms here).\n\n",
 			1000/float64(max(t.Rate, 1)))
 	}
 	fmt.Fprintf(b, "Real API server: %s.\n\n", t.RealAPI)
