@@ -471,6 +471,16 @@ func (a *Agent) Publish(ctx context.Context, call *Call, section, content string
 func (a *Agent) Settle(ctx context.Context) (gatewayapi.SettleResponse, error) {
 	var s gatewayapi.SettleResponse
 	err := a.callDurable(ctx, http.MethodPost, "/self/settle", struct{}{}, &s)
+	if errors.Is(err, ErrTerminated) {
+		// A settlement that landed but whose answer was lost (the gateway
+		// said not_persisted, then wrote it) ends the run before the retry
+		// arrives: the attempt's facts say whether it settled.
+		var v gatewayapi.Attempt
+		if gerr := a.call(context.WithoutCancel(ctx), http.MethodGet, "/self", nil, &v); gerr == nil && v.Publication.Settled {
+			p := v.Publication
+			return gatewayapi.SettleResponse{Settlement: p.Settlement, BlocksPlanned: p.BlocksPlanned, BlocksCommitted: p.BlocksCommitted}, nil
+		}
+	}
 	return s, err
 }
 

@@ -505,3 +505,35 @@ func TestStopCancelsContext(t *testing.T) {
 	ctx := e.start(e.newAgent(nil))
 	e.g.Expect(context.Cause(ctx)).To(MatchError(agent.ErrTerminated))
 }
+
+// A settlement the gateway could not make durable at once is written later;
+// if the run ends before the SDK's retry, the retry meets Terminated — and
+// Settle reads the attempt's facts instead of losing what was settled.
+func TestSettleThatLandedBeforeTheRunEnded(t *testing.T) {
+	e := newEnv(t, nil)
+	a := e.newAgent(func(a *agent.Agent) { e.tools(a, nil) })
+	ctx := e.start(a)
+	_, err := a.PlanReport(ctx, []string{"summary"})
+	e.g.Expect(err).NotTo(HaveOccurred())
+
+	e.Down.Store(true)
+	type result struct {
+		s   gatewayapi.SettleResponse
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		s, err := a.Settle(context.WithoutCancel(ctx))
+		done <- result{s, err}
+	}()
+	e.g.Consistently(done, 300*time.Millisecond).ShouldNot(Receive(), "not_persisted: the SDK asks again")
+	e.Down.Store(false)
+	// The operator's part: the settled fact lands, the run ends.
+	e.g.Eventually(func() bool { return e.status().Publication.Settled }, wait, poll).Should(BeTrue())
+	e.UpdateSpec(func(s *v1.RunAttemptSpec) { s.RunPhase = v1.PhaseTerminated })
+	var r result
+	e.g.Eventually(done, 10*time.Second).Should(Receive(&r))
+	e.g.Expect(r.err).NotTo(HaveOccurred())
+	e.g.Expect(r.s.Settlement).To(Equal(v1.SettlementNone))
+	e.g.Expect(r.s.BlocksPlanned).To(Equal(int32(1)))
+}
