@@ -476,9 +476,11 @@ func (a *Agent) Settle(ctx context.Context) (gatewayapi.SettleResponse, error) {
 		// said not_persisted, then wrote it) ends the run before the retry
 		// arrives: the attempt's facts say whether it settled.
 		var v gatewayapi.Attempt
-		if gerr := a.call(context.WithoutCancel(ctx), http.MethodGet, "/self", nil, &v); gerr == nil && v.Publication.Settled {
-			p := v.Publication
-			return gatewayapi.SettleResponse{Settlement: p.Settlement, BlocksPlanned: p.BlocksPlanned, BlocksCommitted: p.BlocksCommitted}, nil
+		gerr := a.call(context.WithoutCancel(ctx), http.MethodGet, "/self", nil, &v)
+		if p := v.Publication; gerr == nil && p.Settled {
+			return gatewayapi.SettleResponse{
+				Settlement: p.Settlement, BlocksPlanned: p.BlocksPlanned, BlocksCommitted: p.BlocksCommitted,
+			}, nil
 		}
 	}
 	return s, err
