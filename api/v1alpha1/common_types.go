@@ -84,8 +84,10 @@ const (
 	// ReasonFinalizeRequested: spec.stop was Finalize: the run wrapped up from
 	// its output reserve at the user's request.
 	ReasonFinalizeRequested Reason = "FinalizeRequested"
-	// ReasonAgentFailed: the attempt could not be started or failed in a way no
-	// other reason describes.
+	// ReasonAgentFailed: the attempt failed in a way a new attempt cannot fix
+	// — it escalated a fault that is not retryable (a bad key, a bad
+	// configuration), so the run is not recovered but finalized from the
+	// reserve (or ended) — or in a way no other reason describes.
 	ReasonAgentFailed Reason = "AgentFailed"
 )
 

@@ -291,3 +291,110 @@ func TestEveryStatusWriteCarriesTheLock(t *testing.T) {
 		t.Errorf("status patches with a resourceVersion precondition, by resource (-want +got):\n%s", diff)
 	}
 }
+
+// TestEventsSurviveALaterFailedStep: a pass whose status write succeeded
+// and whose next step (creating the RunAttempt) then fails still records
+// the transition's event: it was recorded right after the status write.
+// The next pass finds the decision in the status, has no transition of its
+// own and records nothing more, so an event recorded only at the end of a
+// pass would be lost for good.
+func TestEventsSurviveALaterFailedStep(t *testing.T) {
+	failing := true
+	e := newEdge(t, interceptor.Funcs{
+		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
+			if _, ok := obj.(*v1alpha1.RunAttempt); ok && failing {
+				return apierrors.NewInternalError(errors.New("injected by the test"))
+			}
+			return c.Create(ctx, obj, opts...)
+		},
+	})
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: edgeNS, Name: "r"}}
+	if _, err := e.runs.Reconcile(context.Background(), req); err == nil || !strings.Contains(err.Error(), "injected by the test") {
+		t.Fatalf("first pass: error %v, want the injected RunAttempt create failure", err)
+	}
+	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRunning || run.Status.Attempt != 1 {
+		t.Fatalf("first pass: %s attempt %d (%s), want the decision Running attempt 1 written", run.Status.Phase,
+			run.Status.Attempt, run.Status.Message)
+	}
+	if diff := cmp.Diff([]string{"Normal Running"}, e.events()); diff != "" {
+		t.Errorf("first pass, failed after the status write: events (-want +got):\n%s", diff)
+	}
+
+	failing = false
+	e.reconcile()
+	if ra := (&v1alpha1.RunAttempt{}); e.client.Get(context.Background(),
+		types.NamespacedName{Namespace: edgeNS, Name: runpod.Name("r", 1)}, ra) != nil {
+		t.Errorf("second pass: RunAttempt %s not created", runpod.Name("r", 1))
+	}
+	if evs := e.events(); len(evs) != 0 {
+		t.Errorf("second pass, redoing the failed step: events %v, want none (the transition was reported once)", evs)
+	}
+}
+
+// TestFinalizeOnlyAttemptWaitsForTheFailedPod: the last attempt's pod never
+// starts, so recovery is exhausted and the run finalizes in a new,
+// finalize-only attempt — but only once the failed pod is gone. While it is
+// still stopping (a finalizer stands in for the kubelet's grace period), no
+// RunAttempt and no pod of attempt 2 exist, so two pods of the run never
+// overlap.
+func TestFinalizeOnlyAttemptWaitsForTheFailedPod(t *testing.T) {
+	ctx := context.Background()
+	e := newEdge(t, interceptor.Funcs{})
+	run := e.run()
+	run.Spec.Recovery.MaxAttempts = 1
+	if err := e.client.Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	e.reconcile()
+	key := func(n int32) types.NamespacedName {
+		return types.NamespacedName{Namespace: edgeNS, Name: runpod.Name("r", n)}
+	}
+	pod1 := &corev1.Pod{}
+	if err := e.client.Get(ctx, key(1), pod1); err != nil {
+		t.Fatalf("the pod of attempt 1: %v", err)
+	}
+	pod1.Finalizers = append(pod1.Finalizers, "test.agentrun.dev/still-stopping")
+	if err := e.client.Update(ctx, pod1); err != nil {
+		t.Fatal(err)
+	}
+	e.events()
+
+	e.clock.Step(5 * time.Minute) // the pod did not start: attempt 1, the last one, failed
+	e.reconcile()
+	e.reconcile() // a second pass while the pod still stops changes nothing
+	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRecovering || run.Status.Attempt != 1 ||
+		!strings.Contains(run.Status.Message, "deleting its pod, then attempt 2 finalizes from the output reserve (RecoveryExhausted") {
+		t.Fatalf("while the failed pod stops: %s attempt %d (%s), want Recovering on attempt 1, deleting its pod",
+			run.Status.Phase, run.Status.Attempt, run.Status.Message)
+	}
+	if err := e.client.Get(ctx, key(1), pod1); err != nil || pod1.DeletionTimestamp == nil {
+		t.Fatalf("the failed pod is not being deleted: %v, deletionTimestamp %v", err, pod1.DeletionTimestamp)
+	}
+	for _, obj := range []client.Object{&corev1.Pod{}, &v1alpha1.RunAttempt{}} {
+		if err := e.client.Get(ctx, key(2), obj); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s exists while the pod of attempt 1 still stops: %v", obj, key(2).Name, err)
+		}
+	}
+	if diff := cmp.Diff([]string{"Warning Recovering"}, e.events()); diff != "" {
+		t.Errorf("while the failed pod stops: events (-want +got):\n%s", diff)
+	}
+
+	pod1.Finalizers = nil // the pod has stopped and is gone
+	if err := e.client.Update(ctx, pod1); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	run = e.run()
+	if run.Status.Phase != v1alpha1.PhaseFinalizing || run.Status.Reason != v1alpha1.ReasonRecoveryExhausted || run.Status.Attempt != 2 ||
+		!strings.Contains(run.Status.Message, "attempt 1 failed: its pod did not start within 5m0s; recovery exhausted after 1 of 1 attempts") {
+		t.Fatalf("once the failed pod is gone: %s/%s attempt %d (%s), want Finalizing/RecoveryExhausted on attempt 2",
+			run.Status.Phase, run.Status.Reason, run.Status.Attempt, run.Status.Message)
+	}
+	if err := e.client.Get(ctx, key(2), &corev1.Pod{}); err != nil {
+		t.Errorf("the finalize-only attempt's pod: %v", err)
+	}
+	if diff := cmp.Diff([]string{"Normal Finalizing", "Normal AttemptStarted"}, e.events()); diff != "" {
+		t.Errorf("once the failed pod is gone: events (-want +got):\n%s", diff)
+	}
+}

@@ -128,6 +128,19 @@ func decideCases() map[string]decideCase {
 		}
 	}
 
+	// exhaustedWaiting: attempt 3 of 3 stopped sending heartbeats and was
+	// seen failing at t0+100s; its pod is being deleted before attempt 4
+	// finalizes.
+	exhaustedWaiting := func(in *Input) {
+		const failedAt = 100 * time.Second
+		const story = "attempt 3 failed: no heartbeat for 1m10s (timeout 1m0s)"
+		in.Status.Phase = recovering
+		in.Status.Conditions = []metav1.Condition{
+			cond(v1alpha1.ConditionRecovering, metav1.ConditionTrue, v1alpha1.ConditionReasonAttemptFailed, story, failedAt),
+			cond(v1alpha1.ConditionReady, metav1.ConditionFalse, "Recovering", "", failedAt),
+		}
+	}
+
 	cases := map[string]decideCase{
 		// Rung 1: Terminated.
 		"terminated: absorbing, even with cancel and a running pod": {
@@ -307,9 +320,9 @@ func decideCases() map[string]decideCase {
 			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
 				RequeueAfter: 4 * time.Minute, Conditions: []string{readyTrue}},
 		},
-		"failed: an escalated fault fails the attempt": {
+		"failed: an escalated retryable fault fails the attempt, which is recovered": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
-				{Scope: v1alpha1.FaultScopeProvider, Kind: "QuotaExceeded", Count: 2, Escalated: true, LastMessage: "429"},
+				{Scope: v1alpha1.FaultScopeProvider, Kind: "QuotaExceeded", Count: 2, Retryable: true, Escalated: true, LastMessage: "429"},
 			}})),
 			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
 				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
@@ -424,6 +437,124 @@ func decideCases() map[string]decideCase {
 				StatusAttempt: 3, Superseded: []int32{1, 2}, Events: []string{evTerminated},
 				Conditions: ended(v1alpha1.ReasonRecoveryExhausted)},
 			message: "the output reserve is not available",
+		},
+
+		// Recover only from what a new attempt can fix: an escalated fault
+		// that is not retryable (a bad key, a bad configuration) would fail
+		// every attempt the same way.
+		"failed: an escalated non-retryable fault is not recovered: finalize in a finalize-only attempt": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(3, 1), Steps: 2, Faults: []v1alpha1.Fault{
+				{Scope: v1alpha1.FaultScopeProvider, Kind: "InvalidAPIKey", Count: 1, Escalated: true, LastMessage: "401 invalid api key"},
+			}})), podIs(PodFailed)),
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonAgentFailed, StatusAttempt: 2, Attempt: 2,
+				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1},
+				RequeueAfter: 31 * time.Minute, Events: []string{evFinalizing, evStarted},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonAgentFailed), readyFinal}},
+			message: "attempt 1 failed: its pod failed; it escalated a Provider fault (InvalidAPIKey: 401 invalid api key), " +
+				"which is not retryable: a new attempt cannot fix it, so the run is not recovered; finalizing from the reserve",
+		},
+		"failed: an escalated non-retryable fault without a reserve ends the run": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
+				{Scope: v1alpha1.FaultScopeAgent, Kind: "BadConfiguration", Count: 1, Escalated: true, LastMessage: "no model configured"},
+			}})), podIs(PodFailed), func(in *Input) { in.Spec.Budget.OutputReserve = v1alpha1.OutputReserve{} }),
+			want: outcome{Rung: rungAttemptFailed, Phase: terminated, Reason: v1alpha1.ReasonAgentFailed, Settlement: v1alpha1.SettlementNone,
+				StatusAttempt: 1, Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonAgentFailed)},
+			message: "it escalated a Agent fault (BadConfiguration: no model configured), which is not retryable: " +
+				"a new attempt cannot fix it, so the run is not recovered; the output reserve is not available",
+		},
+		"failed: a retryable escalation of the same attempt does not make a non-retryable one recoverable": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
+				{Scope: v1alpha1.FaultScopeProvider, Kind: "QuotaExceeded", Count: 1, Retryable: true, Escalated: true, LastMessage: "429"},
+				{Scope: v1alpha1.FaultScopeProvider, Kind: "ProviderKeyUnavailable", Count: 1, Escalated: true, LastMessage: "secret not found"},
+			}})), podIs(PodFailed)),
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonAgentFailed, StatusAttempt: 2, Attempt: 2,
+				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1},
+				RequeueAfter: 31 * time.Minute, Events: []string{evFinalizing, evStarted},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonAgentFailed), readyFinal}},
+			message: "it escalated a Provider fault (ProviderKeyUnavailable: secret not found), which is not retryable",
+		},
+		"failed: a local non-retryable fault is only counted: the failed attempt is recovered": {
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
+				{Scope: v1alpha1.FaultScopeTool, Kind: "NotFound", Count: 1, LastMessage: "404"},
+			}})), podIs(PodFailed)),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, RequeueAfter: 5 * time.Second,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
+			message: "attempt 1 failed: its pod failed; attempt 2 of 3 starts after the 5s backoff",
+		},
+
+		// A finalize-only replacement waits, as a recovery does, for the
+		// failed attempt's pod to stop: two pods of one run never overlap.
+		"failed: a non-retryable fault with the pod still running: delete it before the finalize-only attempt": {
+			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
+				{Scope: v1alpha1.FaultScopeProvider, Kind: "InvalidAPIKey", Count: 1, Escalated: true, LastMessage: "401 invalid api key"},
+			}})),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
+			message: "attempt 1 failed: it escalated a Provider fault (InvalidAPIKey: 401 invalid api key); deleting its pod, " +
+				"then attempt 2 finalizes from the output reserve (AgentFailed",
+		},
+		"failed: a non-retryable fault, its pod stopped: the finalize-only attempt starts, the fault named once": {
+			in: with(runningAt(62*time.Second, fact(1, v1alpha1.RunAttemptStatus{Faults: []v1alpha1.Fault{
+				{Scope: v1alpha1.FaultScopeProvider, Kind: "InvalidAPIKey", Count: 1, Escalated: true, LastMessage: "401 invalid api key"},
+			}})), podIs(PodAbsent), func(in *Input) {
+				const story = "attempt 1 failed: it escalated a Provider fault (InvalidAPIKey: 401 invalid api key)"
+				in.Status.Phase = recovering
+				in.Status.Conditions = []metav1.Condition{
+					cond(v1alpha1.ConditionRecovering, metav1.ConditionTrue, v1alpha1.ConditionReasonAttemptFailed, story, time.Minute),
+					cond(v1alpha1.ConditionReady, metav1.ConditionFalse, "Recovering", "", time.Minute),
+				}
+			}),
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonAgentFailed, StatusAttempt: 2, Attempt: 2,
+				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1},
+				RequeueAfter: 30*time.Minute + 58*time.Second, Events: []string{evFinalizing, evStarted},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonAgentFailed), readyFinal, "Recovering=False/Finalizing"}},
+			message: "attempt 1 failed: it escalated a Provider fault (InvalidAPIKey: 401 invalid api key); that fault is not retryable: " +
+				"a new attempt cannot fix it, so the run is not recovered; finalizing from the reserve",
+		},
+		"failed: recovery exhausted with the pod still running: delete it before the finalize-only attempt": {
+			in: runningAt(100*time.Second,
+				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 1)}),
+				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(10, 1)}),
+				fact(3, v1alpha1.RunAttemptStatus{Usage: usage(10, 1), HeartbeatTime: mt(30 * time.Second)})),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 3, DeletePod: true, Superseded: []int32{1, 2},
+				RequeueAfter: StopPollInterval, Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
+			message: "attempt 3 failed: no heartbeat for 1m10s (timeout 1m0s); deleting its pod, " +
+				"then attempt 4 finalizes from the output reserve (RecoveryExhausted: recovery exhausted after 3 of 3 attempts)",
+		},
+		"failed: a gate at its limit with the pod not yet started: delete it before the finalize-only attempt": {
+			in: with(runningAt(6*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(12, 3), Steps: 20})), podIs(PodPending)),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
+			message: "then attempt 2 finalizes from the output reserve (StepLimit: step limit reached at 20/20 steps)",
+		},
+		"failed: spec.stop Finalize with the failed pod still running: delete it before the finalize-only attempt": {
+			in: with(runningAt(80*time.Second, fact(1, v1alpha1.RunAttemptStatus{HeartbeatTime: mt(10 * time.Second)})),
+				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 1, DeletePod: true, RequeueAfter: StopPollInterval,
+				Events: []string{evRecovering}, Conditions: []string{readyRecovering, recoveringFailed}},
+			message: "then attempt 2 finalizes from the output reserve (FinalizeRequested",
+		},
+		"failed: still waiting for the failed pod to stop: nothing starts, nothing new is reported": {
+			in: with(runningAt(103*time.Second,
+				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 1)}),
+				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(10, 1)}),
+				fact(3, v1alpha1.RunAttemptStatus{Usage: usage(10, 1), HeartbeatTime: mt(30 * time.Second)})),
+				exhaustedWaiting, func(in *Input) { in.Pod.Terminating = true }),
+			want: outcome{Rung: rungAttemptFailed, Phase: recovering, StatusAttempt: 3, DeletePod: true, Superseded: []int32{1, 2},
+				RequeueAfter: StopPollInterval, Conditions: []string{readyRecovering, recoveringFailed}},
+			message: "attempt 3 failed: no heartbeat for 1m10s (timeout 1m0s); deleting its pod, then attempt 4 finalizes",
+		},
+		"failed: the failed pod has stopped: the finalize-only attempt starts, the failure's story kept": {
+			in: with(runningAt(105*time.Second,
+				fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 1)}),
+				fact(2, v1alpha1.RunAttemptStatus{Usage: usage(10, 1)}),
+				fact(3, v1alpha1.RunAttemptStatus{Usage: usage(10, 1), HeartbeatTime: mt(30 * time.Second)})),
+				exhaustedWaiting, func(in *Input) { in.Pod = PodObservation{Phase: PodAbsent, Created: true} }),
+			want: outcome{Rung: rungAttemptFailed, Phase: finalizing, Reason: v1alpha1.ReasonRecoveryExhausted, StatusAttempt: 4, Attempt: 4,
+				Grant: v1alpha1.Grant{ModelRequests: 2, ToolCalls: 2, FinalizeOnly: true}, Superseded: []int32{1, 2, 3},
+				RequeueAfter: 30*time.Minute + 15*time.Second, Events: []string{evFinalizing, evStarted},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonRecoveryExhausted), readyFinal, "Recovering=False/Finalizing"}},
+			message: "attempt 3 failed: no heartbeat for 1m10s (timeout 1m0s); recovery exhausted after 3 of 3 attempts; finalizing from the reserve",
 		},
 
 		// Rung 7: policy violation.
@@ -889,7 +1020,7 @@ func TestLadderCoverage(t *testing.T) {
 		v1alpha1.ReasonCompleted, v1alpha1.ReasonCancelled, v1alpha1.ReasonBudgetExhausted, v1alpha1.ReasonDeadlineExceeded,
 		v1alpha1.ReasonStepLimit, v1alpha1.ReasonRepeatedCall, v1alpha1.ReasonNoProgress, v1alpha1.ReasonUnsafeToRecover,
 		v1alpha1.ReasonRecoveryExhausted, v1alpha1.ReasonPolicyViolation, v1alpha1.ReasonQueueFull, v1alpha1.ReasonQueueTimeout,
-		v1alpha1.ReasonFinalizeRequested,
+		v1alpha1.ReasonFinalizeRequested, v1alpha1.ReasonAgentFailed,
 	} {
 		if !reasons[r] {
 			t.Errorf("no case reaches reason %s", r)

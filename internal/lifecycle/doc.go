@@ -73,11 +73,22 @@ limitations under the License.
 //     c. a gate already at its hard limit → finalize with that reason in a
 //     new, finalize-only attempt if the reserve is intact, else end;
 //     d. spec.stop Finalize → finalize (FinalizeRequested) in a new attempt;
-//     e. attempts left → Recovering: delete the pod, wait for the backoff
+//     e. an escalated fault that is not retryable (Fault.Retryable false: a
+//     bad key, a bad configuration) → AgentFailed, the message naming the
+//     fault: a new attempt would meet it again, so the run is not
+//     recovered; it finalizes in a new finalize-only attempt if the
+//     reserve is intact, else ends;
+//     f. attempts left → Recovering: delete the pod, wait for the backoff
 //     (counted from the Recovering condition's LastTransitionTime), start
 //     the next attempt; Running again once its pod runs;
-//     f. else RecoveryExhausted: finalize in a new finalize-only attempt if
+//     g. else RecoveryExhausted: finalize in a new finalize-only attempt if
 //     the reserve is intact, else end.
+//     A new finalize-only attempt (c, d, e, g) waits, as a replacement does,
+//     for the failed attempt's pod to stop: until then the run is
+//     Recovering (Recovering=True/AttemptFailed keeps the failure's story),
+//     the pod is deleted and nothing else starts; the finalize-only attempt
+//     starts in the first pass that sees the pod stopped, without the
+//     backoff. Two pods of one run never overlap.
 //  9. PolicyViolation: the current attempt's counters went below the ledger,
 //     or its usage exceeds its grant → PolicyViolation.
 //  10. Finish: finish proposed → Finalizing/Completed; so is the current

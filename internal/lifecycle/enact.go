@@ -125,15 +125,17 @@ func (e *enactment) recover() {
 		e.setCondition(v1alpha1.ConditionRecovering, metav1.ConditionTrue, v1alpha1.ConditionReasonAttemptFailed, v.cause)
 	}
 	if v.failed && !v.newAttempt {
-		next, backoff := f.cur.n+1, dur(f.lim.backoff)
+		then := fmt.Sprintf("attempt %d of %d starts after the %s backoff", f.cur.n+1, f.lim.maxAttempts, dur(f.lim.backoff))
+		if v.then != "" {
+			then = v.then // a finalize-only attempt, once the pod has stopped
+		}
 		if !f.podStopped() {
 			e.d.DeletePod = true
-			e.st.Message = fmt.Sprintf("%s; deleting its pod, then attempt %d of %d starts after the %s backoff",
-				v.cause, next, f.lim.maxAttempts, backoff)
+			e.st.Message = fmt.Sprintf("%s; deleting its pod, then %s", v.cause, then)
 			e.requeueIn(StopPollInterval)
 			return
 		}
-		e.st.Message = fmt.Sprintf("%s; attempt %d of %d starts after the %s backoff", v.cause, next, f.lim.maxAttempts, backoff)
+		e.st.Message = fmt.Sprintf("%s; %s", v.cause, then)
 		e.requeue = append(e.requeue, f.recoveringSince(v.newFailure).Add(f.lim.backoff))
 		return
 	}

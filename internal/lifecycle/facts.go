@@ -269,7 +269,7 @@ func (f *facts) failure() (string, bool) {
 	}
 	for _, x := range s.Faults {
 		if x.Escalated {
-			return fmt.Sprintf("it escalated a %s fault (%s%s)", x.Scope, x.Kind, detail(x.LastMessage)), true
+			return "it escalated " + faultStory(x), true
 		}
 	}
 	if at, ok := f.startDeadline(f.cur); ok && !f.now.Before(at) {
@@ -281,6 +281,24 @@ func (f *facts) failure() (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// faultStory tells a fault: "a Provider fault (InvalidAPIKey: 401 …)".
+func faultStory(x v1alpha1.Fault) string {
+	return fmt.Sprintf("a %s fault (%s%s)", x.Scope, x.Kind, detail(x.LastMessage))
+}
+
+// unfixableFault is the first fault the current attempt escalated that is
+// not retryable: a bad key, a bad configuration — what a new attempt would
+// meet again. ok is false when every escalated fault is retryable (a new
+// attempt may fix it) or none was escalated.
+func (f *facts) unfixableFault() (v1alpha1.Fault, bool) {
+	for _, x := range f.cur.facts.Status.Faults {
+		if x.Escalated && !x.Retryable {
+			return x, true
+		}
+	}
+	return v1alpha1.Fault{}, false
 }
 
 // exitedZero reports whether the current attempt's pod exited 0 of its own

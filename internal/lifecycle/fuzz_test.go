@@ -223,7 +223,8 @@ func perturbFacts(st *v1alpha1.RunAttemptStatus, g v1alpha1.Grant, op byte) {
 	case 9:
 		st.InFlight = nil
 	case 10:
-		st.Faults = append(st.Faults, v1alpha1.Fault{Scope: v1alpha1.FaultScopeTool, Kind: "Timeout", Count: 1, Escalated: op&0x80 != 0})
+		st.Faults = append(st.Faults, v1alpha1.Fault{Scope: v1alpha1.FaultScopeTool, Kind: "Timeout", Count: 1,
+			Retryable: op&0x40 != 0, Escalated: op&0x80 != 0})
 	case 11:
 		if op&0x80 != 0 && st.Usage.ModelRequests > 0 {
 			st.Usage.ModelRequests-- // a counter going back
@@ -268,6 +269,8 @@ var invariants = []struct {
 	{"a settled pod gets the grace to exit", settledPodGetsGrace},
 	{"nothing more after Cancel", nothingAfterCancel},
 	{"no recovery over an unsafe effect", noUnsafeRecovery},
+	{"no recovery after an escalated non-retryable fault", noUnfixableRecovery},
+	{"no new attempt while the failed pod runs", noOverlappingPods},
 	{"Terminated only once the pod stopped", terminatedOnlyWhenStopped},
 	{"no judgement on facts the gateway may still write", waitsForLastFacts},
 	{"bookkeeping", bookkeeping},
@@ -432,11 +435,55 @@ func noUnsafeRecovery(in Input, d Decision, _ bool) string {
 	if !slices.ContainsFunc(cur.Status.InFlight, func(e v1alpha1.InFlightEffect) bool { return e.IdempotencyKey == "" }) {
 		return ""
 	}
+	// A Recovering run may hold its course for the fact grace (the pod of a
+	// replacement stopped on its own); what must not happen is a new
+	// attempt, or a recovery begun for this failure.
 	rc := findCondition(d.Status.Conditions, v1alpha1.ConditionRecovering)
-	if d.Status.Phase == v1alpha1.PhaseRecovering || d.Attempt > cur.Attempt || rc != nil && rc.Status == metav1.ConditionTrue {
+	was := findCondition(in.Status.Conditions, v1alpha1.ConditionRecovering)
+	began := rc != nil && rc.Status == metav1.ConditionTrue && rc.Reason == v1alpha1.ConditionReasonAttemptFailed &&
+		(was == nil || was.Status != metav1.ConditionTrue || was.Reason != v1alpha1.ConditionReasonAttemptFailed)
+	entered := d.Status.Phase == v1alpha1.PhaseRecovering && in.Status.Phase != v1alpha1.PhaseRecovering
+	if entered || began || d.Attempt > cur.Attempt || d.Status.Attempt > cur.Attempt {
 		return fmt.Sprintf("recovered attempt %d: phase %s, attempt %d", cur.Attempt, d.Status.Phase, d.Attempt)
 	}
 	return ""
+}
+
+// noUnfixableRecovery: a current attempt that escalated a fault that is not
+// retryable (a bad key, a bad configuration: a new attempt would meet it
+// again) is never replaced by a working attempt: an attempt started after
+// it is finalize-only.
+func noUnfixableRecovery(in Input, d Decision, _ bool) string {
+	if len(in.Attempts) == 0 || in.Status.Phase == v1alpha1.PhaseTerminated {
+		return ""
+	}
+	cur := in.Attempts[len(in.Attempts)-1] // the sim lists attempts in order
+	if cur.Attempt < in.Status.Attempt || cur.Status.FinishProposed && cur.Status.Publication.Settled {
+		return ""
+	}
+	if !slices.ContainsFunc(cur.Status.Faults, func(x v1alpha1.Fault) bool { return x.Escalated && !x.Retryable }) {
+		return ""
+	}
+	if d.Status.Attempt > cur.Attempt && (d.Attempt != d.Status.Attempt || !d.Grant.FinalizeOnly) {
+		return fmt.Sprintf("attempt %d replaced by attempt %d with grant %+v", cur.Attempt, d.Status.Attempt, d.Grant)
+	}
+	return ""
+}
+
+// noOverlappingPods: no decision starts a new attempt (whose pod the
+// reconciler then creates) while the current attempt's pod still runs or
+// has not started: a replacement, recovery or finalize-only, waits for it to
+// stop, so two pods of one run never overlap.
+func noOverlappingPods(in Input, d Decision, _ bool) string {
+	cur := in.Status.Attempt
+	for _, a := range in.Attempts {
+		cur = max(cur, a.Attempt)
+	}
+	if cur == 0 || d.Status.Attempt <= cur || in.Pod.Phase.stopped() {
+		return ""
+	}
+	return fmt.Sprintf("attempt %d started while the pod of attempt %d is %s (terminating %t)",
+		d.Status.Attempt, cur, in.Pod.Phase, in.Pod.Terminating)
 }
 
 // waitsForLastFacts: once the current pod stopped on its own, its facts

@@ -18,6 +18,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -55,6 +56,10 @@ type verdict struct {
 	// factsDue: the run holds its course and waits until then for the
 	// gateway's last facts of an attempt whose pod stopped.
 	factsDue time.Time
+	// then, for a failed attempt replaced once its pod has stopped (failed,
+	// not newAttempt), says what starts then when it is not a recovery:
+	// "attempt 4 finalizes from the output reserve (…)".
+	then string
 }
 
 // ending is the verdict that ends the run with reason.
@@ -170,9 +175,12 @@ func factGrace(f *facts) (verdict, bool) {
 // and is replacing it). In order: an in-flight effect without idempotency
 // key ends the run (UnsafeToRecover); a finalizing run ends with its
 // reason; a gate already at its limit finalizes (in a new attempt) or ends;
-// a spec.stop Finalize finalizes in a new attempt; attempts left start a
-// replacement after the backoff; otherwise recovery is exhausted and the
-// run finalizes in a new attempt or ends.
+// a spec.stop Finalize finalizes in a new attempt; an escalated fault that
+// is not retryable, which a new attempt cannot fix, finalizes (in a new
+// attempt) or ends (AgentFailed); attempts left start a replacement after
+// the backoff; otherwise recovery is exhausted and the run finalizes in a
+// new attempt or ends. A finalize-only attempt, like a replacement, starts
+// only once the failed attempt's pod has stopped (replaceOnceStopped).
 func attemptFailed(f *facts) (verdict, bool) {
 	why, story, latched, failed := f.attemptFailure()
 	if !failed {
@@ -187,19 +195,44 @@ func attemptFailed(f *facts) (verdict, bool) {
 		return ending(f.in.Status.Reason, fmt.Sprintf("%s; attempt %d failed while finalizing: %s", f.finalizingCause(), cur, why)), true
 	}
 	if g, ok := f.hardGate(f.cur); ok {
-		return finalizeOrEnd(f, g.reason, story+"; "+g.cause, true), true
+		return replaceOnceStopped(f, finalizeOrEnd(f, g.reason, story+"; "+g.cause, true), story, latched), true
 	}
 	if f.in.Spec.Stop == v1alpha1.StopFinalize {
 		// Wrap up as asked, in a new attempt, rather than recover first.
-		return verdict{phase: v1alpha1.PhaseFinalizing, finalize: true, newAttempt: true,
-			reason: v1alpha1.ReasonFinalizeRequested, cause: story + "; finalize requested (spec.stop: Finalize)"}, true
+		return replaceOnceStopped(f, verdict{phase: v1alpha1.PhaseFinalizing, finalize: true, newAttempt: true,
+			reason: v1alpha1.ReasonFinalizeRequested, cause: story + "; finalize requested (spec.stop: Finalize)"}, story, latched), true
+	}
+	if x, ok := f.unfixableFault(); ok {
+		// Recover only from what a new attempt can fix.
+		fault := "it escalated " + faultStory(x) + ", which is"
+		if strings.Contains(story, faultStory(x)) {
+			fault = "that fault is" // the story already names it
+		}
+		cause := fmt.Sprintf("%s; %s not retryable: a new attempt cannot fix it, so the run is not recovered", story, fault)
+		return replaceOnceStopped(f, finalizeOrEnd(f, v1alpha1.ReasonAgentFailed, cause, true), story, latched), true
 	}
 	if cur < f.lim.maxAttempts {
 		return verdict{phase: v1alpha1.PhaseRecovering, cause: story, failed: true,
 			newFailure: !latched, newAttempt: f.replaceable(!latched)}, true
 	}
-	return finalizeOrEnd(f, v1alpha1.ReasonRecoveryExhausted,
-		fmt.Sprintf("%s; recovery exhausted after %d of %d attempts", story, cur, f.lim.maxAttempts), true), true
+	return replaceOnceStopped(f, finalizeOrEnd(f, v1alpha1.ReasonRecoveryExhausted,
+		fmt.Sprintf("%s; recovery exhausted after %d of %d attempts", story, cur, f.lim.maxAttempts), true), story, latched), true
+}
+
+// replaceOnceStopped holds back a verdict that starts a new, finalize-only
+// attempt while the failed attempt's pod has not stopped: like a recovery,
+// the run is Recovering (the failure latched in the Recovering condition,
+// its story kept) while the pod is deleted, and the finalize-only attempt
+// starts in the first pass that sees the pod stopped — no backoff. Two pods
+// of one run never overlap. Other verdicts pass unchanged: ending deletes
+// the pod and waits by itself (the Stopping latch).
+func replaceOnceStopped(f *facts, v verdict, story string, latched bool) verdict {
+	if !v.newAttempt || f.podStopped() {
+		return v
+	}
+	return verdict{phase: v1alpha1.PhaseRecovering, cause: story, failed: true, newFailure: !latched,
+		then: fmt.Sprintf("attempt %d finalizes from the output reserve (%s: %s)", f.cur.n+1, v.reason,
+			strings.TrimPrefix(v.cause, story+"; "))}
 }
 
 // finalizeOrEnd finalizes with reason if the reserve is intact — in a new,
