@@ -26,7 +26,8 @@ const (
 	// AnnotationModeChange is stamped by the Session admission webhook on every
 	// mode switch: a JSON ModeChange (who, from, to, why, when) taken from the
 	// request's user info, never from the body. The operator moves it into
-	// status.modeHistory.
+	// status.modeHistory, adding what the session was doing (its active run,
+	// that run's phase and steps, the queued runs).
 	AnnotationModeChange = "agentrun.dev/mode-change"
 )
 
@@ -83,6 +84,35 @@ type ModeChange struct {
 	// time the switch was admitted.
 	// +required
 	Time metav1.Time `json:"time"`
+
+	// What the session was doing when the switch was made, as the operator
+	// saw it (from its cache) when it recorded the switch, moments after
+	// admission. Written by the operator alone, never taken from the stamp.
+
+	// activeRun is the run that held the session (status.activeRun, or a run
+	// in an active phase if that was lost); empty when no run held it.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	ActiveRun string `json:"activeRun,omitempty"`
+	// activeRunPhase is activeRun's phase (Pending for a run that has claimed
+	// the session but has no phase yet); empty when there is no activeRun.
+	// +optional
+	ActiveRunPhase Phase `json:"activeRunPhase,omitempty"`
+	// activeRunSteps is the steps activeRun had taken (its status.steps).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ActiveRunSteps int64 `json:"activeRunSteps,omitempty"`
+	// queuedRuns are the first runs waiting behind activeRun, in queue order
+	// (at most 10; moreQueuedRuns counts the rest).
+	// +kubebuilder:validation:MaxItems=10
+	// +kubebuilder:validation:items:MaxLength=253
+	// +listType=atomic
+	// +optional
+	QueuedRuns []string `json:"queuedRuns,omitempty"`
+	// moreQueuedRuns is how many more runs were waiting beyond queuedRuns.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	MoreQueuedRuns int32 `json:"moreQueuedRuns,omitempty"`
 }
 
 // PhaseCounts counts a session's runs by phase.

@@ -111,7 +111,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	status.ObservedGeneration = session.Generation
 	status.Mode = effectiveMode(session, policy)
 	r.countRuns(&status, runs.Items)
-	changed := r.recordModeChange(ctx, session, &status)
+	changed := r.recordModeChange(ctx, session, &status, runs.Items)
 
 	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ConditionReasonPolicyFound,
 		Message:            fmt.Sprintf("governed by RuntimePolicy %q in mode %s", session.Spec.PolicyRef.Name, status.Mode),
@@ -132,8 +132,10 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	}
 	if wrote && changed != nil {
 		r.Recorder.Eventf(session, nil, corev1.EventTypeNormal, v1alpha1.EventReasonPermissionModeChanged, v1alpha1.EventActionSwitchMode,
-			"%s switched the permission mode from %s to %s: %s", changed.By, displayMode(changed.From), changed.To, changed.Reason)
-		log.Info("Permission mode changed", "by", changed.By, "from", changed.From, "to", changed.To)
+			"%s", modeChangeNote(*changed))
+		log.Info("Permission mode changed", "by", changed.By, "from", changed.From, "to", changed.To,
+			"activeRun", changed.ActiveRun, "activeRunPhase", changed.ActiveRunPhase, "activeRunSteps", changed.ActiveRunSteps,
+			"queuedRuns", changed.QueuedRuns, "moreQueuedRuns", changed.MoreQueuedRuns)
 	}
 	return ctrl.Result{}, nil
 }
@@ -200,8 +202,10 @@ func (r *SessionReconciler) countRuns(status *v1alpha1.SessionStatus, runs []v1a
 }
 
 // recordModeChange moves the webhook's audit stamp (annotation) into
-// status.modeHistory once, and returns the entry it added.
-func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1alpha1.Session, status *v1alpha1.SessionStatus) *v1alpha1.ModeChange {
+// status.modeHistory once, with what the session was doing (its active and
+// queued runs, from status as countRuns left it and the cached runs), and
+// returns the entry it added. A refused status write re-gathers on the retry.
+func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1alpha1.Session, status *v1alpha1.SessionStatus, runs []v1alpha1.ResearchRun) *v1alpha1.ModeChange {
 	raw, ok := session.Annotations[v1alpha1.AnnotationModeChange]
 	if !ok {
 		return nil
@@ -216,6 +220,7 @@ func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1alp
 			return nil
 		}
 	}
+	*change = withSwitchContext(*change, status, runs)
 	status.ModeHistory = append(status.ModeHistory, *change)
 	if n := len(status.ModeHistory); n > maxModeHistory {
 		status.ModeHistory = status.ModeHistory[n-maxModeHistory:]

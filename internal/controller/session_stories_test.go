@@ -17,14 +17,19 @@ limitations under the License.
 package controller
 
 import (
+	"encoding/json"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
@@ -167,6 +172,102 @@ var _ = Describe("Sessions", func() {
 		s.Spec.ModeChangeReason = "incident: read-only until reviewed"
 		Expect(k8sClient.Update(ctx, s)).To(Succeed())
 		Eventually(func() v1alpha1.PermissionMode { return w.attempt("moded", 1).Spec.Mode }, timeout, interval).Should(Equal(v1alpha1.ModeReadOnly))
+	})
+
+	// switchMode switches the session's mode as a user would through the
+	// admission webhook, which this suite does not run: spec.mode, a new
+	// reason, and the webhook's stamp.
+	switchMode := func(name string, to v1alpha1.PermissionMode, by, reason string) v1alpha1.ModeChange {
+		GinkgoHelper()
+		var stamp v1alpha1.ModeChange
+		Expect(retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			s := session(name)
+			stamp = v1alpha1.ModeChange{From: s.Spec.Mode, To: to, By: by, Reason: reason, Time: metav1.NewTime(time.Now().UTC().Truncate(time.Second))}
+			raw, err := json.Marshal(stamp)
+			Expect(err).NotTo(HaveOccurred())
+			s.Spec.Mode, s.Spec.ModeChangeReason = to, reason
+			if s.Annotations == nil {
+				s.Annotations = map[string]string{}
+			}
+			s.Annotations[v1alpha1.AnnotationModeChange] = string(raw)
+			return k8sClient.Update(ctx, s)
+		})).To(Succeed())
+		return stamp
+	}
+	// switchRecorded waits for the switch in status.modeHistory and for its
+	// PermissionModeChanged event, and returns both.
+	switchRecorded := func(name string, stamp v1alpha1.ModeChange) (v1alpha1.ModeChange, eventsv1.Event) {
+		GinkgoHelper()
+		var entry v1alpha1.ModeChange
+		Eventually(func(g Gomega) {
+			h := session(name).Status.ModeHistory
+			g.Expect(h).NotTo(BeEmpty())
+			entry = h[len(h)-1]
+			g.Expect(entry.Time.Equal(&stamp.Time) && entry.To == stamp.To && entry.By == stamp.By).To(BeTrue(), "the last entry is this switch")
+		}, timeout, interval).Should(Succeed())
+		var ev eventsv1.Event
+		Eventually(func(g Gomega) {
+			list := &eventsv1.EventList{}
+			g.Expect(k8sClient.List(ctx, list, client.InNamespace(w.ns))).To(Succeed())
+			var found []eventsv1.Event
+			for _, e := range list.Items {
+				if e.Regarding.Kind == "Session" && e.Regarding.Name == name && e.Reason == v1alpha1.EventReasonPermissionModeChanged &&
+					strings.HasSuffix(e.Note, ": "+stamp.Reason) {
+					found = append(found, e)
+				}
+			}
+			g.Expect(found).To(HaveLen(1), "one event for the switch")
+			ev = found[0]
+		}, timeout, interval).Should(Succeed())
+		return entry, ev
+	}
+
+	It("audits a mode switch with what the session was doing: the active run, its phase and step, and the queue", func() {
+		w.run("r1-working", nil)
+		w.start("r1-working", 1)
+		w.agent("r1-working", 1, func(s *v1alpha1.RunAttemptStatus) { s.Steps, s.LastProgressStep = 3, 3 })
+		w.run("r2-waiting", nil)
+		w.eventually("r2-waiting", v1alpha1.PhaseQueued, "")
+		Eventually(func() int64 { return w.get("r1-working").Status.Steps }, timeout, interval).Should(Equal(int64(3)))
+		Eventually(func(g Gomega) {
+			s := session("s")
+			g.Expect(s.Status.ActiveRun).To(Equal("r1-working"))
+			g.Expect(s.Status.QueuedRuns).To(Equal([]string{"r2-waiting"}))
+		}, timeout, interval).Should(Succeed())
+
+		stamp := switchMode("s", v1alpha1.ModeReadOnly, "alice", "incident 4711: read-only until reviewed")
+		entry, ev := switchRecorded("s", stamp)
+		Expect(entry.By).To(Equal("alice"))
+		Expect(entry.To).To(Equal(v1alpha1.ModeReadOnly))
+		Expect(entry.Reason).To(Equal("incident 4711: read-only until reviewed"))
+		Expect(entry.ActiveRun).To(Equal("r1-working"))
+		Expect(entry.ActiveRunPhase).To(Equal(v1alpha1.PhaseRunning))
+		Expect(entry.ActiveRunSteps).To(Equal(int64(3)))
+		Expect(entry.QueuedRuns).To(Equal([]string{"r2-waiting"}))
+		Expect(entry.MoreQueuedRuns).To(BeZero())
+		Expect(ev.Type).To(Equal("Normal"))
+		Expect(ev.Note).To(Equal("alice switched the permission mode from (default) to ReadOnly during run r1-working (Running, step 3) " +
+			"with r2-waiting queued: incident 4711: read-only until reviewed"))
+		// The switch still reaches the running attempt.
+		Eventually(func() v1alpha1.PermissionMode { return w.attempt("r1-working", 1).Spec.Mode }, timeout, interval).Should(Equal(v1alpha1.ModeReadOnly))
+	})
+
+	It("audits a mode switch with no active run as such, leaving the context empty", func() {
+		w.run("done", nil)
+		w.start("done", 1)
+		w.finish("done", 1, v1alpha1.SettlementComplete)
+		w.eventually("done", v1alpha1.PhaseTerminated, v1alpha1.ReasonCompleted)
+		Eventually(func() string { return session("s").Status.ActiveRun }, timeout, interval).Should(BeEmpty())
+
+		stamp := switchMode("s", v1alpha1.ModePlan, "bob", "review before the next run")
+		entry, ev := switchRecorded("s", stamp)
+		Expect(entry.ActiveRun).To(BeEmpty(), "a Terminated run is not the active run")
+		Expect(entry.ActiveRunPhase).To(BeEmpty())
+		Expect(entry.ActiveRunSteps).To(BeZero())
+		Expect(entry.QueuedRuns).To(BeEmpty())
+		Expect(entry.MoreQueuedRuns).To(BeZero())
+		Expect(ev.Note).To(Equal("bob switched the permission mode from (default) to Plan with no active run and nothing queued: review before the next run"))
+		Expect(ev.Note).To(ContainSubstring("no active run"))
 	})
 
 	It("copies approvals to the current attempt", func() {

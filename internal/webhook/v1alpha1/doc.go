@@ -28,7 +28,8 @@ limitations under the License.
 //     policy does not change under active or queued runs. Every mode switch
 //     is stamped with who made it (SessionDefaulter; nobody else may write
 //     the stamp), and the Session controller moves the stamp into
-//     status.modeHistory.
+//     status.modeHistory with what the session was doing (its active run,
+//     that run's phase and steps, the queued runs).
 //   - ResearchRun (researchrun_webhook.go): its Session and policy exist; its
 //     budget, deadline, gates and attempts stay within the policy's limits
 //     and its reserve below its budget; its pod template decodes strictly
