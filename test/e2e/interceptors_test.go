@@ -165,6 +165,18 @@ func auditLines(ns string) []map[string]any {
 	return out
 }
 
+// auditedTools is auditLines without the model requests (the chain audits
+// those too).
+func auditedTools(ns string) []map[string]any {
+	var out []map[string]any
+	for _, rec := range auditLines(ns) {
+		if rec["kind"] == "Tool" {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
 // auditedLookups returns the q of each audited lookup of namespace ns.
 func auditedLookups(ns string) []string {
 	var qs []string
@@ -292,7 +304,7 @@ var _ = Describe("The policy's interceptor chain in the gateway", func() {
 		Eventually(func() []string { return auditedLookups(w.ns) }, timeout, interval).
 			Should(Equal([]string{"while-audit-is-down"}))
 		Expect(gatewayMetric("agentrun_gateway_interceptor_resends_total", `interceptor="audit"`)).To(BeNumerically(">", resends))
-		rec := auditLines(w.ns)[0]
+		rec := auditedTools(w.ns)[0]
 		Expect(rec).To(And(HaveKeyWithValue("run", "unaudited"), HaveKeyWithValue("attempt", attemptName("unaudited", 1)),
 			HaveKeyWithValue("tool", "lookup"), HaveKeyWithValue("outcome", "ok")))
 		Expect(rec).NotTo(HaveKey("token"))
@@ -301,13 +313,17 @@ var _ = Describe("The policy's interceptor chain in the gateway", func() {
 		run := w.terminated("unaudited", v1.ReasonCompleted, v1.SettlementComplete)
 		Expect(w.attempts("unaudited")).To(Equal([]int{1}))
 		ledgerConsistent(w, run)
-		// Every call the run made is in the log once, in order.
+		// Every tool call the run made is in the log once, in order, and
+		// every model request once (those the outage buffered, resent).
 		Eventually(func() []string {
 			var tools []string
-			for _, rec := range auditLines(w.ns) {
+			for _, rec := range auditedTools(w.ns) {
 				tools = append(tools, rec["tool"].(string))
 			}
 			return tools
 		}, timeout, interval).Should(Equal([]string{"lookup", "gate.wait", "report.publish"}))
+		Eventually(func() int64 {
+			return int64(len(auditLines(w.ns)) - len(auditedTools(w.ns)))
+		}, timeout, interval).Should(Equal(run.Status.Budget.Used.ModelRequests), "one line per model request")
 	})
 })
