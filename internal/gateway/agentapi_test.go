@@ -561,3 +561,17 @@ func TestPublicationRefusesAnotherRunsConfigMap(t *testing.T) {
 	r = as(t, e, "POST", self("/settle"), `{}`)
 	g.Expect(r.status).To(Equal(http.StatusServiceUnavailable))
 }
+
+// An escalated non-retryable fault stays non-retryable: a later local,
+// retryable occurrence of the same kind must not make the operator recover.
+func TestEscalatedFaultKeepsItsRetryability(t *testing.T) {
+	g := NewWithT(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	r := as(t, e, "POST", self("/faults"), `{"scope":"Provider","kind":"InvalidAPIKey","retryable":false,"escalate":true,"message":"401"}`)
+	g.Expect(r.status).To(Equal(http.StatusNoContent))
+	r = as(t, e, "POST", self("/faults"), `{"scope":"Provider","kind":"InvalidAPIKey","retryable":true,"message":"again"}`)
+	g.Expect(r.status).To(Equal(http.StatusNoContent))
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }, apiWait, apiPoll).Should(ContainElement(And(
+		HaveField("Kind", "InvalidAPIKey"), HaveField("Count", BeEquivalentTo(2)),
+		HaveField("Escalated", BeTrue()), HaveField("Retryable", BeFalse()))))
+}

@@ -147,8 +147,16 @@ func (f *facts) addFault(scope v1alpha1.FaultScope, kind string, retryable, esca
 		i = len(f.faults) - 1
 	}
 	e := &f.faults[i]
+	// An escalated fault's retryability is the escalation's: a later,
+	// local occurrence of the same kind does not make a non-retryable
+	// failure retryable again (the operator would recover from it).
+	switch {
+	case escalated && e.Escalated:
+		e.Retryable = e.Retryable && retryable
+	case escalated || !e.Escalated:
+		e.Retryable = retryable
+	}
 	e.Count++
-	e.Retryable = retryable
 	e.Escalated = e.Escalated || escalated
 	if msg != "" {
 		e.LastMessage = msg
