@@ -405,11 +405,23 @@ func (a *Agent) RecordFault(ctx context.Context, scope v1alpha1.FaultScope, kind
 		Scope: scope, Kind: kind, Retryable: retryable, Message: textutil.Truncate(message, 512)}, nil)
 }
 
-// Escalate records a fault the agent cannot handle; it returns once the
-// gateway has persisted it. The operator then treats the attempt as failed.
+// Escalate records a fault the agent cannot handle and a new attempt cannot
+// fix either (a bad key, a bad configuration); it returns once the gateway
+// has persisted it. The operator treats the attempt as failed and does not
+// recover the run: it finalizes from the reserve, or ends it.
 func (a *Agent) Escalate(ctx context.Context, scope v1alpha1.FaultScope, kind, message string) error {
 	return a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
 		Scope: scope, Kind: kind, Escalate: true, Message: textutil.Truncate(message, 512)}, nil)
+}
+
+// EscalateRetryable records a fault the agent cannot handle but a new
+// attempt may (a corrupted working state, a dependency stuck for this
+// process); it returns once the gateway has persisted it. The operator
+// treats the attempt as failed and recovers the run with a new attempt,
+// within its recovery policy.
+func (a *Agent) EscalateRetryable(ctx context.Context, scope v1alpha1.FaultScope, kind, message string) error {
+	return a.call(ctx, http.MethodPost, "/self/faults", gatewayapi.FaultRequest{
+		Scope: scope, Kind: kind, Escalate: true, Retryable: true, Message: textutil.Truncate(message, 512)}, nil)
 }
 
 // RecordAdvice counts a piece of advice (e.g. source "reviewer", kind

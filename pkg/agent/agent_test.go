@@ -273,3 +273,16 @@ func TestFingerprintCanonical(t *testing.T) {
 	_, err = gatewayapi.Fingerprint("x", func() {}, "")
 	g.Expect(err).To(HaveOccurred())
 }
+
+// Escalate says a new attempt cannot fix the fault; EscalateRetryable says
+// it may. Both are durable before they return.
+func TestEscalations(t *testing.T) {
+	e := newEnvWith(t, gatewaytest.Options{FlushInterval: time.Hour})
+	a := e.newAgent(nil)
+	ctx := e.start(a)
+	e.g.Expect(a.Escalate(ctx, v1.FaultScopeProvider, "InvalidAPIKey", "401")).To(Succeed())
+	e.g.Expect(a.EscalateRetryable(ctx, v1.FaultScopeAgent, "StateCorrupted", "index unreadable")).To(Succeed())
+	faults := e.status().Faults
+	e.g.Expect(faults).To(ContainElement(And(HaveField("Kind", "InvalidAPIKey"), HaveField("Escalated", BeTrue()), HaveField("Retryable", BeFalse()))))
+	e.g.Expect(faults).To(ContainElement(And(HaveField("Kind", "StateCorrupted"), HaveField("Escalated", BeTrue()), HaveField("Retryable", BeTrue()))))
+}
