@@ -168,9 +168,13 @@ class Client:
             body["escalate"] = True
         self._api("POST", "/self/faults", body)
 
-    def escalate(self, scope: str, kind: str, message: str = "") -> None:
-        """A fault the agent cannot handle: the operator treats the attempt as failed."""
-        self.fault(scope, kind, message, escalate=True)
+    def escalate(self, scope: str, kind: str, message: str = "", *, retryable: bool = False) -> None:
+        """A fault the agent cannot handle: the operator treats the attempt as failed.
+
+        retryable says a new attempt may fix it (the operator recovers the run);
+        without it the run is not recovered but finalized or ended AgentFailed.
+        """
+        self.fault(scope, kind, message, retryable=retryable, escalate=True)
 
     def advice(self, source: str, kind: str) -> None:
         """POST /self/advice: advice never blocks, delays or extends a run."""
