@@ -255,8 +255,14 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	if err := applyNamespaceSelectors(opts.Root, wio); err != nil {
 		return nil, err
 	}
+	prepDir := wio.LocalServingCertDir
 	if s.Admin, err = s.Env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
+	}
+	// envtest's Start prepares the webhook certificates again, in a new
+	// directory (which its Stop removes): the first one is ours to remove.
+	if prepDir != "" && prepDir != wio.LocalServingCertDir {
+		_ = os.RemoveAll(prepDir)
 	}
 	_, _ = fmt.Fprintf(out, "    API server %s, up in %s\n", s.Admin.Host, time.Since(start).Round(100*time.Millisecond))
 
