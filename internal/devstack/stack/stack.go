@@ -259,11 +259,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	if s.Admin, err = s.Env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}
-	// envtest's Start prepares the webhook certificates again, in a new
-	// directory (which its Stop removes): the first one is ours to remove.
-	if prepDir != "" && prepDir != wio.LocalServingCertDir {
-		_ = os.RemoveAll(prepDir)
-	}
+	removeSupersededDir(prepDir, wio.LocalServingCertDir)
 	_, _ = fmt.Fprintf(out, "    API server %s, up in %s\n", s.Admin.Host, time.Since(start).Round(100*time.Millisecond))
 
 	// An admin kubeconfig for the user, and clients.
@@ -632,6 +628,15 @@ func (s *Stack) StartOperator(ctx context.Context) error {
 	_, _ = fmt.Fprintf(s.opts.out(), "    operator pid %d ready in %s (log: %s)\n", s.Operator.Pid(),
 		time.Since(start).Round(100*time.Millisecond), rel(s.opts.Root, s.Operator.LogPath))
 	return nil
+}
+
+// removeSupersededDir removes the webhook certificate directory of the
+// stack's own preparation: envtest's Start prepares the certificates again,
+// in a new directory (which its Stop removes).
+func removeSupersededDir(prepared, current string) {
+	if prepared != "" && prepared != current {
+		_ = os.RemoveAll(prepared)
+	}
 }
 
 // waitWebhooks waits until the webhook server answers TLS and a dry-run
