@@ -50,11 +50,17 @@ test('agent.mjs on the conformance gateway: both doors over HTTPS, then exit 0 w
     assert.match(out.stdout, /agent: tools \[.*"report\.publish".*\]/);
     assert.match(out.stdout, /fake upstream/); // the model door's answer
     assert.doesNotMatch(out.stdout, /agent: settled/);
-    const { status } = await server.status();
+    // The gateway writes the counts coalesced (within its flush interval):
+    // wait for them rather than reading a status older than the exit.
+    let status = {};
+    for (let i = 0; i < 100 && !status.usage?.modelRequests; i++) {
+      ({ status } = await server.status());
+      if (!status.usage?.modelRequests) await new Promise((r) => setTimeout(r, 50));
+    }
     // Nothing proposed or settled: the attempt's facts are what the doors counted.
     assert.ok(!status.finishProposed, out.stdout);
     assert.ok(!status.publication?.settled, JSON.stringify(status.publication));
-    assert.equal(status.usage.modelRequests, 1);
+    assert.equal(status.usage?.modelRequests, 1, JSON.stringify(status));
   } finally {
     await server.close();
   }
