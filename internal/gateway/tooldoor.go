@@ -117,7 +117,7 @@ func (k *keeper) doorToolsLocked() []doorTool {
 	out := make([]doorTool, 0, len(p.Tools))
 	for _, t := range p.Tools {
 		switch {
-		case t.Server == "" && isBuiltin(t.Name):
+		case t.Server == "" && v1alpha1.IsBuiltinTool(t.Name):
 			out = append(out, doorTool{entry: t})
 		case t.Server != "":
 			if i := slices.IndexFunc(p.ToolServers, func(s v1alpha1.ToolServer) bool { return s.Name == t.Server }); i >= 0 {
@@ -126,10 +126,6 @@ func (k *keeper) doorToolsLocked() []doorTool {
 		}
 	}
 	return out
-}
-
-func isBuiltin(name string) bool {
-	return name == gatewayapi.ToolReportPublish || name == gatewayapi.ToolNotesWrite
 }
 
 // listTools answers tools/list: the tools the attempt's current mode lets
@@ -333,10 +329,12 @@ func (k *keeper) listedNames(ctx context.Context) string {
 	return strings.Join(names, ", ")
 }
 
-// summarize is an approval's short, redacted view of the arguments.
+// summarize is an approval's short, redacted view of the arguments,
+// redacted as the redact interceptor redacts whether or not the policy's
+// chain has one: approvers never read a secret the agent passed.
 func summarize(args map[string]any) string {
-	raw, _ := gatewayapi.CanonicalJSON(redactArguments(args))
-	return textutil.Truncate(redactText(string(raw)), 256)
+	raw, _ := gatewayapi.CanonicalJSON(chain.RedactArguments(args))
+	return textutil.Truncate(chain.RedactText(string(raw)), 256)
 }
 
 // callOutcome is what the gateway knows after a dispatch.

@@ -17,6 +17,7 @@ limitations under the License.
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -270,7 +271,7 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 	if err == nil {
 		out := callOutcome{}
 		if res.IsError {
-			out = callOutcome{fault: "ToolError", message: resultText(res)}
+			out = callOutcome{fault: "ToolError", message: cmp.Or(text(res), "the tool returned an error")}
 		}
 		return res, out
 	}
@@ -313,15 +314,6 @@ func outcomeLabel(res *mcp.CallToolResult, err error) string {
 		return "tool_error"
 	}
 	return "ok"
-}
-
-func resultText(res *mcp.CallToolResult) string {
-	for _, c := range res.Content {
-		if t, ok := c.(*mcp.TextContent); ok {
-			return t.Text
-		}
-	}
-	return "the tool returned an error"
 }
 
 // close ends every session.

@@ -43,7 +43,7 @@ func doorServes(tools []v1alpha1.Tool, name string) bool {
 	if i < 0 {
 		return false
 	}
-	return tools[i].Server != "" || name == gatewayapi.ToolReportPublish || name == gatewayapi.ToolNotesWrite
+	return tools[i].Server != "" || v1alpha1.IsBuiltinTool(name)
 }
 
 type bearerRT struct {

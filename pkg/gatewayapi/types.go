@@ -369,12 +369,12 @@ type SettleResponse struct {
 
 // ToolReportPublish is the gateway's publication tool: the only tool (with
 // the model door) served while the run is Finalizing.
-const ToolReportPublish = "report.publish"
+const ToolReportPublish = v1alpha1.BuiltinToolReportPublish
 
 // ToolNotesWrite is the gateway's built-in notes tool: it appends a note to
 // the run's notes (key notes.jsonl of the report ConfigMap <run>-report),
 // kept across attempts.
-const ToolNotesWrite = "notes.write"
+const ToolNotesWrite = v1alpha1.BuiltinToolNotesWrite
 
 // FaultKind turns a provider's error code (rate_limit_exceeded,
 // insufficient_quota, or an already PascalCase kind) into a fault kind
