@@ -124,6 +124,11 @@ type PolicySnapshot struct {
 	// approvalTimeout is how long a call waits for a decision.
 	// +optional
 	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
+	// events is the policy's retention of the run stream: the gateway stores
+	// the attempt's events with maxAge as their TTL. Unset fields mean the
+	// defaults (EventRetention.Age, Bytes).
+	// +optional
+	Events EventRetention `json:"events,omitzero"`
 }
 
 // RunAttemptSpec is written only by the operator: everything the agent needs,

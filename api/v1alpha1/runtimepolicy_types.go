@@ -17,6 +17,9 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 )
@@ -259,6 +262,55 @@ type ToolServer struct {
 	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
+// The defaults and bounds of EventRetention (the API server applies the
+// defaults; a nil field means its default too).
+const (
+	DefaultEventMaxAge   = 7 * 24 * time.Hour
+	MinEventMaxAge       = time.Minute
+	MaxEventMaxAge       = 90 * 24 * time.Hour
+	DefaultEventMaxBytes = 64 << 20
+	MinEventMaxBytes     = 64 << 10
+)
+
+// EventRetention bounds what the run stream keeps of each run under the
+// policy: its events by age and by bytes. The oldest events go first
+// (discard old); the newest event of a run is never removed by maxBytes,
+// so its seq keeps counting. The stream server's own limits (--max-age,
+// --max-bytes) bound every run as well: the smaller limit wins.
+type EventRetention struct {
+	// maxAge is how long the stream keeps each event of a run, from when it
+	// was stored (a per-event TTL): at least 1m, at most 90d (2160h).
+	// Written as a Go duration (168h, 30m); days are not a unit.
+	// +kubebuilder:default="168h"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('1m')",message="spec.events.maxAge must be at least 1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) <= duration('2160h')",message="spec.events.maxAge must be at most 90d (2160h)"
+	// +optional
+	MaxAge *metav1.Duration `json:"maxAge,omitempty"`
+	// maxBytes bounds the bytes of one run's stored events (their JSON): past
+	// it, the stream server removes the run's oldest events, at most a minute
+	// late while the run is active and once more when it ends. At least 64Ki.
+	// +kubebuilder:default="64Mi"
+	// +kubebuilder:validation:XValidation:rule="quantity(string(self)).compareTo(quantity('64Ki')) >= 0",message="spec.events.maxBytes must be at least 64Ki"
+	// +optional
+	MaxBytes *resource.Quantity `json:"maxBytes,omitempty"`
+}
+
+// Age is maxAge, or its default when unset.
+func (e *EventRetention) Age() time.Duration {
+	if e == nil || e.MaxAge == nil {
+		return DefaultEventMaxAge
+	}
+	return e.MaxAge.Duration
+}
+
+// Bytes is maxBytes, or its default when unset.
+func (e *EventRetention) Bytes() int64 {
+	if e == nil || e.MaxBytes == nil {
+		return DefaultEventMaxBytes
+	}
+	return e.MaxBytes.Value()
+}
+
 // RuntimePolicySpec is what a platform team allows: the interceptor chain, the
 // tool catalogue with risk, the permission-mode ceiling, queue defaults and caps.
 // +kubebuilder:validation:XValidation:rule="!has(self.models) || self.models.all(m, !has(m.degradedModel) || (m.degradedModel != m.name && self.models.exists(o, o.name == m.degradedModel)))",message="spec.models[].degradedModel must name another model of spec.models"
@@ -318,6 +370,11 @@ type RuntimePolicySpec struct {
 	// limits caps the budgets, deadlines, gates and attempts of runs.
 	// +optional
 	Limits RunLimits `json:"limits,omitzero"`
+	// events bounds the retention of each run's event stream (the run
+	// stream: reasoning, text, tool calls, status) by age and bytes.
+	// +kubebuilder:default={}
+	// +optional
+	Events EventRetention `json:"events,omitzero"`
 	// runnerServiceAccountName is the service account attempt pods run as.
 	// +kubebuilder:default=agentrun-runner
 	// +kubebuilder:validation:MaxLength=253

@@ -17,6 +17,7 @@ limitations under the License.
 package lifecycle
 
 import (
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -83,6 +84,7 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 			Models:          p.Spec.Models,
 			ToolServers:     p.Spec.ToolServers,
 			ApprovalTimeout: p.Spec.ApprovalTimeout,
+			Events:          eventRetention(p.Spec.Events),
 		}
 		if in.Previous != nil && !in.PolicyReady {
 			spec.Policy = *in.Previous.Spec.Policy.DeepCopy()
@@ -96,4 +98,18 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 	}
 	spec.HeartbeatInterval = run.Spec.Recovery.HeartbeatInterval
 	return spec
+}
+
+// eventRetention is the policy's spec.events with its defaults filled in
+// (the API server applies them; a policy built in Go may lack them), so
+// that the attempt's snapshot states the retention its events get.
+func eventRetention(e v1alpha1.EventRetention) v1alpha1.EventRetention {
+	out := *e.DeepCopy()
+	if out.MaxAge == nil {
+		out.MaxAge = &metav1.Duration{Duration: v1alpha1.DefaultEventMaxAge}
+	}
+	if out.MaxBytes == nil {
+		out.MaxBytes = resource.NewQuantity(v1alpha1.DefaultEventMaxBytes, resource.BinarySI)
+	}
+	return out
 }

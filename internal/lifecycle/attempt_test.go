@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -74,6 +75,27 @@ func TestAttemptSpec(t *testing.T) {
 			if tc.wantPolicy == "p" && len(got.Policy.Models) != 1 {
 				t.Errorf("models not in the snapshot: %+v", got.Policy)
 			}
+			if tc.wantPolicy == "p" && (got.Policy.Events.Age() != v1alpha1.DefaultEventMaxAge ||
+				got.Policy.Events.MaxBytes == nil || got.Policy.Events.MaxBytes.String() != "64Mi") {
+				t.Errorf("events retention not defaulted in the snapshot: %+v", got.Policy.Events)
+			}
 		})
+	}
+}
+
+func TestAttemptSpecCopiesEventRetention(t *testing.T) {
+	age := &metav1.Duration{Duration: time.Hour}
+	size := resource.MustParse("100M")
+	policy := &v1alpha1.RuntimePolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.RuntimePolicySpec{
+		Events: v1alpha1.EventRetention{MaxAge: age, MaxBytes: &size},
+	}}
+	got := AttemptSpec(AttemptSpecInput{Run: &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Name: "r"}},
+		Policy: policy, PolicyReady: true, Attempt: 1})
+	ev := got.Policy.Events
+	if ev.Age() != time.Hour || ev.Bytes() != 100_000_000 || ev.MaxBytes.String() != "100M" {
+		t.Errorf("snapshot events = %v / %v, want 1h / 100M", ev.MaxAge, ev.MaxBytes)
+	}
+	if ev.MaxAge == age || ev.MaxBytes == &size {
+		t.Error("the snapshot shares the policy's pointers")
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // EventType is an AG-UI event type: the JSON "type" discriminator.
@@ -202,6 +203,13 @@ type Event struct {
 
 	// Metadata ("metadata") is AG-UI's open extra-information object.
 	Metadata json.RawMessage
+
+	// TTL is how long the store keeps the event (a JetStream per-message
+	// TTL, whole seconds, at least one); 0 means the stream's MaxAge. It is
+	// not part of the event's JSON: the producer sets it from the run's
+	// policy (RuntimePolicy spec.events.maxAge), and a stored event read
+	// back has none.
+	TTL time.Duration `json:"-"`
 }
 
 // IsDelta reports whether e is a mergeable delta (see EventType.IsDelta).
@@ -233,7 +241,7 @@ func Mergeable(a, b *Event) bool {
 
 // Merge folds b, the delta immediately after a, into a: the result carries
 // a's text followed by b's, and b's seq and timestamp, so that a client
-// resuming after it resumes after b. It returns false, and a unchanged, if
+// resuming after it resumes after b; its TTL is a's. It returns false, and a unchanged, if
 // the two are not Mergeable.
 func Merge(a, b Event) (Event, bool) {
 	if !Mergeable(&a, &b) {

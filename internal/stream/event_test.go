@@ -25,6 +25,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -246,6 +247,24 @@ func TestMerge(t *testing.T) {
 	}
 	if _, ok := Merge(Event{Type: TextMessageEnd, MessageID: "m"}, Event{Type: TextMessageEnd, MessageID: "m"}); ok {
 		t.Error("two finals merged")
+	}
+}
+
+func TestMergeKeepsTheFirstTTLAndJSONOmitsIt(t *testing.T) {
+	a := Event{Type: TextMessageContent, MessageID: "m", Delta: "Hel", Seq: 4, TTL: time.Hour}
+	b := Event{Type: TextMessageContent, MessageID: "m", Delta: "lo", Seq: 5, TTL: time.Minute}
+	got, ok := Merge(a, b)
+	if !ok || got.TTL != time.Hour {
+		t.Errorf("Merge = %+v, %v; want a's TTL (1h)", got, ok)
+	}
+	withTTL, err := json.Marshal(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.TTL = 0
+	without, _ := json.Marshal(a)
+	if !bytes.Equal(withTTL, without) {
+		t.Errorf("the TTL changed the JSON: %s vs %s", withTTL, without)
 	}
 }
 

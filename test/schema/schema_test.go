@@ -28,6 +28,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
@@ -386,5 +387,68 @@ var _ = Describe("Session and RuntimePolicy rules", func() {
 		expectRejected(k8s.Create(ctx, p), "spec.defaultMode must not be above spec.maxMode")
 		p.Spec.DefaultMode = v1alpha1.ModeReadOnly
 		Expect(k8s.Create(ctx, p)).To(Succeed())
+	})
+
+	It("defaults a policy's event retention to 7 days and 64Mi per run", func() {
+		ns := newNamespace()
+		p := &v1alpha1.RuntimePolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "p"}}
+		Expect(k8s.Create(ctx, p)).To(Succeed())
+		got := &v1alpha1.RuntimePolicy{}
+		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		Expect(got.Spec.Events.MaxAge).NotTo(BeNil())
+		Expect(got.Spec.Events.MaxAge.Duration).To(Equal(7 * 24 * time.Hour))
+		Expect(got.Spec.Events.MaxBytes).NotTo(BeNil())
+		Expect(got.Spec.Events.MaxBytes.Value()).To(Equal(int64(64 << 20)))
+		Expect(got.Spec.Events.Age()).To(Equal(v1alpha1.DefaultEventMaxAge))
+		Expect(got.Spec.Events.Bytes()).To(Equal(int64(v1alpha1.DefaultEventMaxBytes)))
+	})
+
+	It("bounds a policy's event retention: maxAge 1m..90d, maxBytes at least 64Ki", func() {
+		ns := newNamespace()
+		create := func(name, age, size string) error {
+			ev := v1alpha1.EventRetention{}
+			if age != "" {
+				d, err := time.ParseDuration(age)
+				Expect(err).NotTo(HaveOccurred())
+				ev.MaxAge = &metav1.Duration{Duration: d}
+			}
+			if size != "" {
+				q := resource.MustParse(size)
+				ev.MaxBytes = &q
+			}
+			return k8s.Create(ctx, &v1alpha1.RuntimePolicy{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+				Spec:       v1alpha1.RuntimePolicySpec{Events: ev},
+			})
+		}
+		expectRejected(create("young", "59s", ""), "spec.events.maxAge must be at least 1m")
+		expectRejected(create("old", "2161h", ""), "spec.events.maxAge must be at most 90d (2160h)")
+		expectRejected(create("small", "", "65535"), "spec.events.maxBytes must be at least 64Ki")
+		expectRejected(create("negative", "", "-64Mi"), "spec.events.maxBytes must be at least 64Ki")
+		Expect(create("shortest", "1m", "64Ki")).To(Succeed())
+		Expect(create("longest", "2160h", "1Gi")).To(Succeed())
+		Expect(create("decimal", "1h", "100M")).To(Succeed())
+
+		// The error names the field path and the rule.
+		err := create("both", "30s", "1Ki")
+		expectRejected(err, "spec.events.maxAge")
+		Expect(err.Error()).To(ContainSubstring("spec.events.maxBytes: Invalid value"))
+
+		// Written as YAML: an integer maxBytes, and a maxAge that is no duration.
+		apply := func(name, events string) error {
+			u := &unstructured.Unstructured{}
+			Expect(yaml.Unmarshal([]byte(`apiVersion: agentrun.dev/v1alpha1
+kind: RuntimePolicy
+metadata: {name: `+name+`}
+spec:
+  events: `+events), &u.Object)).To(Succeed())
+			u.SetNamespace(ns)
+			return k8s.Create(ctx, u)
+		}
+		Expect(apply("int", "{maxBytes: 65536}")).To(Succeed())
+		expectRejected(apply("int-small", "{maxBytes: 1024}"), "spec.events.maxBytes must be at least 64Ki")
+		// Days are not a duration unit: the rule cannot read the value.
+		expectRejected(apply("days", "{maxAge: 7d}"), "spec.events.maxAge must be at least 1m")
+		expectRejected(apply("nonsense", "{maxBytes: lots}"), "spec.events.maxBytes in body should match")
 	})
 })

@@ -27,6 +27,7 @@ type Metrics struct {
 	ProducerDrops  *prometheus.CounterVec
 	ProducerMerges prometheus.Counter
 	ProducerQueued prometheus.Gauge
+	Trimmed        prometheus.Counter
 }
 
 // Kinds of event in metric labels.
@@ -69,9 +70,13 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "agentrun_stream_producer_buffered",
 			Help: "Events waiting in the producer's buffer.",
 		}),
+		Trimmed: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentrun_stream_trimmed_total",
+			Help: "Run-stream events removed because their run exceeded its policy's spec.events.maxBytes (the oldest first).",
+		}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.Published, m.PublishErrors, m.SeqConflicts, m.ProducerDrops, m.ProducerMerges, m.ProducerQueued)
+		reg.MustRegister(m.Published, m.PublishErrors, m.SeqConflicts, m.ProducerDrops, m.ProducerMerges, m.ProducerQueued, m.Trimmed)
 	}
 	return m
 }

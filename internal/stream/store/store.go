@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -54,6 +55,10 @@ type Store struct {
 
 	mu   sync.Mutex
 	runs map[string]*runState
+
+	// noTTL: the stream refuses per-event TTLs (created without
+	// AllowMsgTTL, by an older stream server); publish without them.
+	noTTL atomic.Bool
 }
 
 // runState is what the publisher knows of a run's subject: the last seq and
@@ -113,6 +118,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		MaxMsgSize:        cfg.MaxEventBytes,
 		Duplicates:        cfg.DuplicateWindow,
 		Replicas:          cfg.Replicas,
+		// Per-event TTLs (Event.TTL: a policy's spec.events.maxAge).
+		AllowMsgTTL: true,
 	})
 	if err != nil {
 		s.Close()
@@ -170,7 +177,9 @@ func (s *Store) runState(subj string) *runState {
 // JetStream has acknowledged it. It sets ev's Run, its Seq and, if zero, its
 // Timestamp. To retry a failed Publish idempotently, pass the same event
 // with its Timestamp set: if the first attempt had landed, the retry returns
-// its seq instead of storing it again.
+// its seq instead of storing it again. An ev.TTL above zero is the stored
+// event's JetStream TTL (see PublishTTL); it is not part of the bytes a
+// retry is recognized by.
 func (s *Store) Publish(ctx context.Context, run stream.RunKey, ev stream.Event) (uint64, error) {
 	if err := run.Validate(); err != nil {
 		return 0, err
@@ -199,12 +208,10 @@ func (s *Store) Publish(ctx context.Context, run stream.RunKey, ev stream.Event)
 		}
 		msg := &nats.Msg{Subject: subj, Data: data, Header: nats.Header{}}
 		msg.Header.Set(SeqHeader, strconv.FormatUint(ev.Seq, 10))
-		pctx, cancel := context.WithTimeout(ctx, s.cfg.PublishTimeout)
-		ack, err := s.js.PublishMsg(pctx, msg,
+		ack, err := s.publishMsg(ctx, msg, ev.TTL,
 			jetstream.WithMsgID(MsgID(run, ev.Seq)),
 			jetstream.WithExpectStream(s.cfg.Stream),
 			jetstream.WithExpectLastSequencePerSubject(rs.streamSeq))
-		cancel()
 		if err == nil {
 			rs.seq, rs.streamSeq = ev.Seq, ack.Sequence
 			if m := s.cfg.Metrics; m != nil {
