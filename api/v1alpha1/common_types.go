@@ -254,19 +254,33 @@ const (
 	GateNoProgress Gate = "NoProgress"
 )
 
-// Condition types on ResearchRun.
+// Condition types on ResearchRun (Ready, Reconciling and Stalled also on
+// Session and RuntimePolicy). Ready, Reconciling and Stalled follow the
+// kstatus conventions (sigs.k8s.io/cli-utils/pkg/kstatus), which Flux and
+// Argo CD read: Reconciling=True is InProgress, Stalled=True is Failed, and
+// neither True with observedGeneration current is Current.
 const (
 	// ConditionReady is True while the run is Running and healthy, and when it
-	// terminated Completed; False otherwise. kstatus-compatible.
+	// terminated with an end kstatus reads as Current (see
+	// lifecycle.RunHealth); False otherwise. On a Session: its policy exists
+	// and is valid; on a RuntimePolicy: its chain and catalogue are valid.
 	ConditionReady = "Ready"
+	// ConditionReconciling is True while the run is not Terminated (Pending,
+	// Queued, Running, Recovering, Finalizing, or stopping), with the phase
+	// (or Stopping) as its reason and the run's message; False/Terminated
+	// once it is. On a Session: True while its policy does not exist or is
+	// not resolved yet. kstatus reads it as InProgress.
+	ConditionReconciling = "Reconciling"
 	// ConditionSucceeded is True only for Terminated/Completed with settlement Complete.
 	ConditionSucceeded = "Succeeded"
 	// ConditionFinalizing is True while the run finalizes from its output reserve.
 	ConditionFinalizing = "Finalizing"
 	// ConditionRecovering is True while a failed attempt is being replaced.
 	ConditionRecovering = "Recovering"
-	// ConditionStalled is True when the run terminated for any reason but
-	// Completed; kstatus-compatible tools read it as "failed".
+	// ConditionStalled is True when the run terminated with an end kstatus
+	// must read as Failed (see lifecycle.RunHealth), with the run's reason;
+	// on a RuntimePolicy whose chain or catalogue is invalid, and on a
+	// Session whose policy is. Set False (or never set) otherwise.
 	ConditionStalled = "Stalled"
 	// ConditionValid is True when a RuntimePolicy's chain and catalogue pass validation.
 	ConditionValid = "Valid"

@@ -20,15 +20,16 @@ package v1alpha1
 // reasons and event reasons (with the events' actions). Each is a PascalCase
 // word naming a cause. The run's own Reason values (common_types.go) and its
 // Phase values are condition reasons too: Ready, Succeeded, Stalled and
-// Finalizing carry the run's reason once it finalizes or ends, and Ready
+// Finalizing carry the run's reason once it finalizes or ends, Ready
 // carries the phase while the run waits (Pending, Queued, Recovering,
-// Finalizing).
+// Finalizing), and Reconciling carries the phase (or Stopping) until the run
+// is Terminated.
 
 // Condition reasons on a ResearchRun.
 const (
-	// ConditionReasonStopping (Ready=False, and Finalizing or Recovering
-	// False when they were True): the run has decided to end and waits for
-	// its pod to stop; status.reason says why. Persisted, this reason is
+	// ConditionReasonStopping (Ready=False, Reconciling=True, and Finalizing
+	// or Recovering False when they were True): the run has decided to end
+	// and waits for its pod to stop; status.reason says why. Persisted, this reason is
 	// also what keeps later passes on that decision (the Stopping latch).
 	ConditionReasonStopping = "Stopping"
 	// ConditionReasonAttemptFailed (Recovering=True): the current attempt
@@ -41,31 +42,43 @@ const (
 	ConditionReasonStartingAttempt = "StartingAttempt"
 	// ConditionReasonRecovered (Recovering=False): the replacement attempt runs.
 	ConditionReasonRecovered = "Recovered"
-	// ConditionReasonRunning (Ready=True): an attempt is working.
+	// ConditionReasonRunning (Ready=True, Reconciling=True): an attempt is working.
 	ConditionReasonRunning = "Running"
-	// ConditionReasonTerminated (Finalizing=False or Recovering=False): the
-	// run is Terminated, so finalization or recovery is over.
+	// ConditionReasonTerminated (Finalizing=False, Recovering=False or
+	// Reconciling=False): the run is Terminated, so finalization, recovery
+	// or the run itself is over.
 	ConditionReasonTerminated = "Terminated"
 )
 
 // Condition reasons on a Session.
 const (
-	// ConditionReasonPolicyFound (Ready=True): the RuntimePolicy named by
-	// spec.policyRef exists and governs the session.
+	// ConditionReasonPolicyFound (Ready=True; Reconciling and Stalled False
+	// when they were True): the RuntimePolicy named by spec.policyRef exists,
+	// is valid and governs the session.
 	ConditionReasonPolicyFound = "PolicyFound"
-	// ConditionReasonPolicyNotFound (Ready=False): the RuntimePolicy named by
-	// spec.policyRef does not exist; the session's runs wait in Pending.
+	// ConditionReasonPolicyNotFound (Ready=False, Reconciling=True): the
+	// RuntimePolicy named by spec.policyRef does not exist; the session's
+	// runs wait in Pending.
 	ConditionReasonPolicyNotFound = "PolicyNotFound"
+	// ConditionReasonPolicyNotResolved (Ready=False, Reconciling=True): the
+	// RuntimePolicy exists but its Valid condition is not yet written for its
+	// current generation.
+	ConditionReasonPolicyNotResolved = "PolicyNotResolved"
+	// ConditionReasonPolicyInvalid (Ready=False, Stalled=True): the
+	// RuntimePolicy is Valid=False; no run of the session leaves Pending until
+	// the policy is fixed.
+	ConditionReasonPolicyInvalid = "PolicyInvalid"
 )
 
 // Condition reasons on a RuntimePolicy.
 const (
-	// ConditionReasonResolved (Valid=True): the chain and catalogue passed
-	// validation and status.resolvedChain is the chain in its applied order.
+	// ConditionReasonResolved (Valid=True, Ready=True; Stalled=False when it
+	// was True): the chain and catalogue passed validation and
+	// status.resolvedChain is the chain in its applied order.
 	ConditionReasonResolved = "Resolved"
-	// ConditionReasonInvalid (Valid=False): the chain or catalogue broke a
-	// rule (the message lists them); status.resolvedChain is empty, and no
-	// new run starts on the policy.
+	// ConditionReasonInvalid (Valid=False, Ready=False, Stalled=True): the
+	// chain or catalogue broke a rule (the message lists them);
+	// status.resolvedChain is empty, and no new run starts on the policy.
 	ConditionReasonInvalid = "Invalid"
 )
 

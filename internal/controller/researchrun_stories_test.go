@@ -91,7 +91,9 @@ var _ = Describe("The termination owner", func() {
 		Expect(run.Status.Settlement).To(Equal(v1alpha1.SettlementPartial))
 		Expect(run.Status.Budget.Used.ModelRequests).To(Equal(int64(10)))
 		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionSucceeded)).To(BeFalse())
-		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionStalled)).To(BeTrue(), "kstatus reads a run that ended short as failed")
+		Expect(meta.FindStatusCondition(run.Status.Conditions, v1alpha1.ConditionStalled)).To(BeNil(),
+			"kstatus reads a run whose finalization delivered as Current, not failed")
+		Expect(meta.IsStatusConditionTrue(run.Status.Conditions, v1alpha1.ConditionReady)).To(BeTrue())
 		Expect(w.phaseSequence("budget")).To(Equal([]v1alpha1.Phase{v1alpha1.PhaseRunning, v1alpha1.PhaseFinalizing, v1alpha1.PhaseTerminated}))
 	})
 

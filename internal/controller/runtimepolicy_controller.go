@@ -48,7 +48,8 @@ var _ reconcile.Reconciler = (*RuntimePolicyReconciler)(nil)
 // +kubebuilder:rbac:groups=agentrun.dev,resources=runtimepolicies,verbs=get;list;watch
 // +kubebuilder:rbac:groups=agentrun.dev,resources=runtimepolicies/status,verbs=get;update;patch
 
-// Reconcile writes status.resolvedChain and the Valid condition.
+// Reconcile writes status.resolvedChain, the Valid condition and the
+// conditions kstatus reads from it (Ready, Stalled).
 func (r *RuntimePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p := &v1alpha1.RuntimePolicy{}
 	if err := r.Get(ctx, req.NamespacedName, p); err != nil {
@@ -72,10 +73,40 @@ func (r *RuntimePolicyReconciler) Reconcile(ctx context.Context, req ctrl.Reques
 		cond.Message = fmt.Sprintf("%d interceptors resolved in (phase, priority, registration) order", len(status.ResolvedChain))
 	}
 	meta.SetStatusCondition(&status.Conditions, cond)
+	setKstatusConditions(&status.Conditions, cond)
 	next := p.DeepCopy()
 	next.Status = status
 	_, err := patchStatusIfChanged(ctx, r.Client, p, next)
 	return requeueOnConflict(err)
+}
+
+// setKstatusConditions sets the conditions kstatus (Flux, Argo CD) reads
+// from the Valid condition valid, in the same status write: Ready as Valid;
+// Stalled=True when invalid (the policy needs a fix, nothing will resolve
+// it), False when it was True. Reconciling is never set: a policy is
+// resolved in one pass, and status.observedGeneration says until then that
+// it is in progress.
+func setKstatusConditions(conds *[]metav1.Condition, valid metav1.Condition) {
+	ready := valid
+	ready.Type = v1alpha1.ConditionReady
+	meta.SetStatusCondition(conds, ready)
+	stalled := valid
+	stalled.Type = v1alpha1.ConditionStalled
+	stalled.Status = metav1.ConditionTrue
+	if valid.Status == metav1.ConditionTrue {
+		stalled.Status = metav1.ConditionFalse
+	}
+	setAbnormal(conds, stalled)
+}
+
+// setAbnormal sets an abnormal-true condition (Reconciling, Stalled): as c
+// when c is True; when c is False, only if the condition is there already
+// (it stays absent on an object that never had it True).
+func setAbnormal(conds *[]metav1.Condition, c metav1.Condition) {
+	if c.Status != metav1.ConditionTrue && meta.FindStatusCondition(*conds, c.Type) == nil {
+		return
+	}
+	meta.SetStatusCondition(conds, c)
 }
 
 // SetupWithManager sets up the controller with the Manager.

@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 const (
@@ -113,14 +114,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	r.countRuns(&status, runs.Items)
 	changed := r.recordModeChange(ctx, session, &status, runs.Items)
 
-	cond := metav1.Condition{Type: v1alpha1.ConditionReady, Status: metav1.ConditionTrue, Reason: v1alpha1.ConditionReasonPolicyFound,
-		Message:            fmt.Sprintf("governed by RuntimePolicy %q in mode %s", session.Spec.PolicyRef.Name, status.Mode),
-		ObservedGeneration: session.Generation}
-	if policy == nil {
-		cond.Status, cond.Reason = metav1.ConditionFalse, v1alpha1.ConditionReasonPolicyNotFound
-		cond.Message = fmt.Sprintf("RuntimePolicy %q not found; runs wait in Pending", session.Spec.PolicyRef.Name)
-	}
-	meta.SetStatusCondition(&status.Conditions, cond)
+	setSessionConditions(&status, session, policy)
 
 	next := session.DeepCopy()
 	next.Status = status
@@ -138,6 +132,43 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 			"queuedRuns", changed.QueuedRuns, "moreQueuedRuns", changed.MoreQueuedRuns)
 	}
 	return ctrl.Result{}, nil
+}
+
+// setSessionConditions sets Ready, Reconciling and Stalled from the
+// session's policy, as kstatus (Flux, Argo CD) reads them: a policy that does
+// not exist yet or is not resolved yet is InProgress (Reconciling=True; it
+// may come: a Session applied with its policy); an invalid one is Failed
+// (Stalled=True; only a fix of the policy helps); a valid one is Current
+// (Ready=True). Its messages change only with the policy or the mode.
+func setSessionConditions(status *v1alpha1.SessionStatus, session *v1alpha1.Session, policy *v1alpha1.RuntimePolicy) {
+	name := session.Spec.PolicyRef.Name
+	T, F := metav1.ConditionTrue, metav1.ConditionFalse
+	ready := metav1.Condition{Type: v1alpha1.ConditionReady, Status: T, Reason: v1alpha1.ConditionReasonPolicyFound,
+		Message: fmt.Sprintf("governed by RuntimePolicy %q in mode %s", name, status.Mode), ObservedGeneration: session.Generation}
+	reconciling, stalled := F, F
+	var valid *metav1.Condition
+	if policy != nil {
+		valid = meta.FindStatusCondition(policy.Status.Conditions, v1alpha1.ConditionValid)
+	}
+	switch {
+	case policy == nil:
+		ready.Status, ready.Reason, reconciling = F, v1alpha1.ConditionReasonPolicyNotFound, T
+		ready.Message = fmt.Sprintf("RuntimePolicy %q not found; runs wait in Pending", name)
+	case valid == nil || valid.ObservedGeneration != policy.Generation || policy.Status.ObservedGeneration != policy.Generation:
+		ready.Status, ready.Reason, reconciling = F, v1alpha1.ConditionReasonPolicyNotResolved, T
+		ready.Message = fmt.Sprintf("waiting for RuntimePolicy %q to be resolved; runs wait in Pending", name)
+	case valid.Status != T:
+		ready.Status, ready.Reason, stalled = F, v1alpha1.ConditionReasonPolicyInvalid, T
+		ready.Message = textutil.Truncate(fmt.Sprintf("RuntimePolicy %q is not valid, so no run of the session leaves Pending: %s",
+			name, valid.Message), 1024)
+	}
+	meta.SetStatusCondition(&status.Conditions, ready)
+	rec := ready
+	rec.Type, rec.Status = v1alpha1.ConditionReconciling, reconciling
+	setAbnormal(&status.Conditions, rec)
+	st := ready
+	st.Type, st.Status = v1alpha1.ConditionStalled, stalled
+	setAbnormal(&status.Conditions, st)
 }
 
 func displayMode(m v1alpha1.PermissionMode) string {

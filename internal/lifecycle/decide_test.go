@@ -170,13 +170,13 @@ func decideCases() map[string]decideCase {
 		"cancel: a pending run ends at once": {
 			in: with(fresh(pending), cancel),
 			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
-				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonCancelled)},
+				Events: []string{evTerminated}, Conditions: endedOK(v1alpha1.ReasonCancelled)},
 			message: "cancelled (spec.stop: Cancel) before it started",
 		},
 		"cancel: a queued run ends at once": {
 			in: with(fresh(queued), cancel, queue(2, 5, 0)),
 			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
-				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonCancelled)},
+				Events: []string{evTerminated}, Conditions: endedOK(v1alpha1.ReasonCancelled)},
 		},
 		"cancel: zero grant and delete the pod; wait for it to stop": {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(10, 2), Steps: 4})), cancel),
@@ -189,7 +189,7 @@ func decideCases() map[string]decideCase {
 				finalizingSince(v1alpha1.ReasonBudgetExhausted, 50*time.Second, usage(42, 4)), cancel, podIs(PodFailed)),
 			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementPartial,
 				StatusAttempt: 1, Events: []string{evTerminated},
-				Conditions: ended(v1alpha1.ReasonCancelled, finalizingOver)},
+				Conditions: endedOK(v1alpha1.ReasonCancelled, finalizingOver)},
 			message: "3 of 5 blocks published",
 		},
 
@@ -206,7 +206,7 @@ func decideCases() map[string]decideCase {
 				in.Spec.Stop = v1alpha1.StopCancel
 			}),
 			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
-				Events: []string{"Warning/Terminated"}, Conditions: []string{"Ready=False/Cancelled", "Stalled=True/Cancelled", "Succeeded=False/Cancelled"}},
+				Events: []string{"Warning/Terminated"}, Conditions: endedOK(v1alpha1.ReasonCancelled)},
 			message: "cancelled (spec.stop: Cancel) before it started",
 		},
 
@@ -396,7 +396,7 @@ func decideCases() map[string]decideCase {
 				finalizingSince(v1alpha1.ReasonStepLimit, 50*time.Second, usage(22, 4)), podIs(PodFailed)),
 			want: outcome{Rung: rungAttemptFailed, Phase: terminated, Reason: v1alpha1.ReasonStepLimit, Settlement: v1alpha1.SettlementPartial,
 				StatusAttempt: 1, Events: []string{evTerminated},
-				Conditions: ended(v1alpha1.ReasonStepLimit, finalizingOver)},
+				Conditions: endedOK(v1alpha1.ReasonStepLimit, finalizingOver)},
 			message: "gate reached; attempt 1 failed while finalizing: its pod failed; 3 of 5 blocks published",
 		},
 		"failed: a gate already at its limit finalizes in a new attempt": {
@@ -683,7 +683,7 @@ func decideCases() map[string]decideCase {
 				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
 			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonFinalizeRequested, Settlement: v1alpha1.SettlementComplete,
 				StatusAttempt: 1, Events: []string{evTerminated},
-				Conditions: ended(v1alpha1.ReasonFinalizeRequested, finalizingOver)},
+				Conditions: endedOK(v1alpha1.ReasonFinalizeRequested, finalizingOver)},
 			message: "5 of 5 blocks published",
 		},
 		"finish: spec.stop Finalize with a failed attempt finalizes in a new attempt": {
@@ -697,7 +697,7 @@ func decideCases() map[string]decideCase {
 		"finish: spec.stop Finalize before the run started ends it": {
 			in: with(fresh(queued), queue(1, 3, 0), func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
 			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementNone,
-				Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonCancelled)},
+				Events: []string{evTerminated}, Conditions: endedOK(v1alpha1.ReasonCancelled)},
 			message: "stopped (spec.stop: Finalize) before it started, with nothing to finalize",
 		},
 		"finish: advice after finish adds no grant and changes nothing": {
@@ -802,7 +802,7 @@ func decideCases() map[string]decideCase {
 				}),
 			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
 				StatusAttempt: 1, Events: []string{evTerminated},
-				Conditions: ended(v1alpha1.ReasonBudgetExhausted, finalizingOver)},
+				Conditions: endedOK(v1alpha1.ReasonBudgetExhausted, finalizingOver)},
 		},
 
 		// Rung 9: gates at their hard limits.

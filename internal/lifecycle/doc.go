@@ -118,10 +118,13 @@ limitations under the License.
 //
 // "End" always means: Terminated at once if the pod has stopped, else delete
 // the pod and wait (rung 2). A run is never declared Terminated while its
-// current pod may still run. A Terminated/Completed run has Ready=True and
-// Succeeded=True only if its settlement is Complete; a run Terminated for any
-// other reason has Ready=False, Succeeded=False and Stalled=True, each with
-// that reason.
+// current pod may still run. Until then every pass sets Reconciling=True
+// (Ready's reason and message), so kstatus reads the run as InProgress; the
+// Terminated pass sets Reconciling=False and, as RunHealth classes the end
+// (kstatus.go), either Ready=True (Current: Completed, Cancelled,
+// FinalizeRequested, or a limit whose finalization delivered) or
+// Ready=False and Stalled=True (Failed), each with the run's reason.
+// Succeeded=True only for Completed with settlement Complete.
 //
 // # Approvals
 //

@@ -307,26 +307,38 @@ func (e *enactment) gateStatus() v1alpha1.GateStatus {
 	return g
 }
 
-// conditions sets Ready, Succeeded, Stalled, Finalizing and Recovering from
-// the decided state.
+// conditions sets Ready, Reconciling, Succeeded, Stalled, Finalizing and
+// Recovering from the decided state. Ready, Reconciling and Stalled are what
+// kstatus (Flux, Argo CD) reads; they say what RunHealth says. Reconciling
+// carries Ready's reason (or Terminated) and message, so it changes only
+// when Ready does, in the same status write.
 func (e *enactment) conditions() {
 	st := &e.st
 	T, F := metav1.ConditionTrue, metav1.ConditionFalse
+	health := RunHealth(st.Phase, st.Reason, st.Settlement)
 	switch {
 	case e.stopping:
 		e.setCondition(v1alpha1.ConditionReady, F, v1alpha1.ConditionReasonStopping, e.stopWhy)
-	case st.Phase == v1alpha1.PhaseTerminated && st.Reason == v1alpha1.ReasonCompleted:
+		e.setCondition(v1alpha1.ConditionReconciling, T, v1alpha1.ConditionReasonStopping, e.stopWhy)
+	case health == HealthCurrent:
 		e.setCondition(v1alpha1.ConditionReady, T, string(st.Reason), st.Message)
-	case st.Phase == v1alpha1.PhaseTerminated:
+		e.setCondition(v1alpha1.ConditionReconciling, F, v1alpha1.ConditionReasonTerminated, st.Message)
+	case health == HealthFailed:
 		e.setCondition(v1alpha1.ConditionReady, F, string(st.Reason), st.Message)
-		// kstatus (Flux, Argo CD) reads Stalled=True as "failed, and
-		// will not progress": without it a run that ended short would show
-		// as in progress forever.
+		e.setCondition(v1alpha1.ConditionReconciling, F, v1alpha1.ConditionReasonTerminated, st.Message)
+		// kstatus reads Stalled=True as "failed, and will not progress":
+		// without it a run that ended short would show as in progress
+		// forever.
 		e.setCondition(v1alpha1.ConditionStalled, T, string(st.Reason), st.Message)
 	case st.Phase == v1alpha1.PhaseRunning:
 		e.setCondition(v1alpha1.ConditionReady, T, v1alpha1.ConditionReasonRunning, st.Message)
+		e.setCondition(v1alpha1.ConditionReconciling, T, v1alpha1.ConditionReasonRunning, st.Message)
 	default:
 		e.setCondition(v1alpha1.ConditionReady, F, string(st.Phase), st.Message)
+		e.setCondition(v1alpha1.ConditionReconciling, T, string(st.Phase), st.Message)
+	}
+	if health != HealthFailed {
+		e.leave(v1alpha1.ConditionStalled)
 	}
 	if st.Phase == v1alpha1.PhaseTerminated {
 		s := F

@@ -87,7 +87,7 @@ func exitCases() map[string]decideCase {
 			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(41, 3), Publication: report(5, 5)})),
 				finalizingSince(v1alpha1.ReasonBudgetExhausted, 50*time.Second, usage(42, 4)), podIs(PodSucceeded), finalizeGrant),
 			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementComplete,
-				StatusAttempt: 1, Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonBudgetExhausted, finalizingOver)},
+				StatusAttempt: 1, Events: []string{evTerminated}, Conditions: endedOK(v1alpha1.ReasonBudgetExhausted, finalizingOver)},
 			message: "gate reached; finalized from the reserve of 2 model requests; the agent exited 0 without settling; " +
 				"settled from what the gateway published: 5/5 sections",
 		},
@@ -96,7 +96,7 @@ func exitCases() map[string]decideCase {
 				finalizingSince(v1alpha1.ReasonBudgetExhausted, 50*time.Second, usage(42, 4)), podIs(PodSucceeded), finalizeGrant,
 				func(in *Input) { in.Pod.Terminating = true }),
 			want: outcome{Rung: rungAttemptFailed, Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
-				StatusAttempt: 1, Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonBudgetExhausted, finalizingOver)},
+				StatusAttempt: 1, Events: []string{evTerminated}, Conditions: endedOK(v1alpha1.ReasonBudgetExhausted, finalizingOver)},
 			message: "its pod was deleted and exited before its publication settled",
 		},
 		"exit 0 with an effect in flight without idempotency key: an implicit finish; nothing is replayed": {
@@ -180,7 +180,7 @@ func exitCases() map[string]decideCase {
 			in: with(runningAt(61*time.Second, fact(1, worked)), exited(PodSucceeded, time.Minute),
 				func(in *Input) { in.Spec.Stop = v1alpha1.StopCancel }),
 			want: outcome{Rung: rungCancel, Phase: terminated, Reason: v1alpha1.ReasonCancelled, Settlement: v1alpha1.SettlementPartial,
-				StatusAttempt: 1, Events: []string{evTerminated}, Conditions: ended(v1alpha1.ReasonCancelled)},
+				StatusAttempt: 1, Events: []string{evTerminated}, Conditions: endedOK(v1alpha1.ReasonCancelled)},
 		},
 	}
 }

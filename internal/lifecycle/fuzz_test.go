@@ -274,6 +274,7 @@ var invariants = []struct {
 	{"Terminated only once the pod stopped", terminatedOnlyWhenStopped},
 	{"no judgement on facts the gateway may still write", waitsForLastFacts},
 	{"bookkeeping", bookkeeping},
+	{"kstatus reads the run as RunHealth says", kstatusAgrees},
 }
 
 // checkInvariants checks one pass against every invariant.
@@ -556,12 +557,13 @@ func bookkeeping(in Input, d Decision, _ bool) string {
 			return fmt.Sprintf("Succeeded=%s in %s/%s/%s", c.Status, st.Phase, st.Reason, st.Settlement)
 		}
 	}
-	if c := findCondition(st.Conditions, v1alpha1.ConditionStalled); terminated && st.Reason != v1alpha1.ReasonCompleted {
+	failed := terminated && RunHealth(st.Phase, st.Reason, st.Settlement) == HealthFailed
+	if c := findCondition(st.Conditions, v1alpha1.ConditionStalled); failed {
 		if c == nil || c.Status != metav1.ConditionTrue || c.Reason != string(st.Reason) {
-			return fmt.Sprintf("Terminated/%s without Stalled=True/%s: %+v", st.Reason, st.Reason, c)
+			return fmt.Sprintf("Terminated/%s/%s without Stalled=True/%s: %+v", st.Reason, st.Settlement, st.Reason, c)
 		}
 	} else if c != nil && c.Status == metav1.ConditionTrue {
-		return fmt.Sprintf("Stalled=True in %s/%s", st.Phase, st.Reason)
+		return fmt.Sprintf("Stalled=True in %s/%s/%s", st.Phase, st.Reason, st.Settlement)
 	}
 	for _, c := range st.Conditions {
 		if c.ObservedGeneration != in.Generation || c.LastTransitionTime.IsZero() || c.Reason == "" {

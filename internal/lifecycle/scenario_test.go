@@ -128,13 +128,13 @@ func TestScenario(t *testing.T) {
 			facts: func() { s.pod().Phase = PodAbsent },
 			want: outcome{Rung: rungStopping, Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
 				StatusAttempt: 2, Superseded: []int32{1}, Events: []string{evTerminated},
-				Conditions: ended(v1alpha1.ReasonBudgetExhausted, finalizingStopped, recovered)},
+				Conditions: endedOK(v1alpha1.ReasonBudgetExhausted, finalizingStopped, recovered)},
 			message: "working budget exhausted at 40/40 model requests; finalized from the reserve of 2 model requests and 2 tool calls; " +
 				"3 of 5 blocks published to configmap/r1-report"},
 		{name: "and stays so", after: time.Hour,
 			want: outcome{Rung: rungTerminated, Phase: terminated, Reason: v1alpha1.ReasonBudgetExhausted, Settlement: v1alpha1.SettlementPartial,
 				StatusAttempt: 2,
-				Conditions:    ended(v1alpha1.ReasonBudgetExhausted, finalizingStopped, recovered)}},
+				Conditions:    endedOK(v1alpha1.ReasonBudgetExhausted, finalizingStopped, recovered)}},
 	}
 	walk(t, s, steps)
 	st := s.status
@@ -194,12 +194,12 @@ func TestScenarioFinalizeRequested(t *testing.T) {
 			facts: func() { s.pod().Phase = PodSucceeded },
 			want: outcome{Rung: rungFinish, Phase: terminated, Reason: v1alpha1.ReasonFinalizeRequested, Settlement: v1alpha1.SettlementComplete,
 				StatusAttempt: 1, Events: []string{evTerminated},
-				Conditions: ended(v1alpha1.ReasonFinalizeRequested, finalizingOver)},
+				Conditions: endedOK(v1alpha1.ReasonFinalizeRequested, finalizingOver)},
 			message: "finalize requested (spec.stop: Finalize) after 4 steps; finalized from the reserve of 2 model requests and 2 tool calls; " +
 				"5 of 5 blocks published to configmap/r1-report"},
 		{name: "and stays so", after: time.Hour,
 			want: outcome{Rung: rungTerminated, Phase: terminated, Reason: v1alpha1.ReasonFinalizeRequested, Settlement: v1alpha1.SettlementComplete,
-				StatusAttempt: 1, Conditions: ended(v1alpha1.ReasonFinalizeRequested, finalizingOver)}},
+				StatusAttempt: 1, Conditions: endedOK(v1alpha1.ReasonFinalizeRequested, finalizingOver)}},
 	}
 	walk(t, s, steps)
 	if st := s.status; st.Budget.Used != usage(12, 3) || st.FinalizingTime == nil || !st.FinalizingTime.Equal(&metav1.Time{Time: at(time.Minute)}) {
