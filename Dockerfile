@@ -28,6 +28,7 @@ ENV CGO_ENABLED=0 GOOS=${TARGETOS:-linux} GOARCH=${TARGETARCH}
 RUN go build -trimpath -ldflags="-s -w" -o manager ./cmd \
  && go build -trimpath -ldflags="-s -w" -o gateway ./cmd/gateway \
  && go build -trimpath -ldflags="-s -w" -o agentrun-tools ./cmd/agentrun-tools \
+ && go build -trimpath -ldflags="-s -w" -o agentrun-stream ./cmd/agentrun-stream \
  && go build -trimpath -ldflags="-s -w" -o research-agent ./cmd/research-agent
 
 FROM gcr.io/distroless/static:nonroot AS research-agent
@@ -43,5 +44,6 @@ WORKDIR /
 COPY --from=builder /workspace/manager /manager
 COPY --from=builder /workspace/gateway /gateway
 COPY --from=builder /workspace/agentrun-tools /agentrun-tools
+COPY --from=builder /workspace/agentrun-stream /agentrun-stream
 USER 65532:65532
 ENTRYPOINT ["/manager"]

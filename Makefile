@@ -62,8 +62,9 @@ vet: ## Run go vet against code.
 	go vet ./...
 
 .PHONY: test
-test: manifests generate fmt vet envtest-assets ## Run unit, envtest and e2e suites (builds the envtest toolchain on first use).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
+test: manifests generate fmt vet envtest-assets ## Run unit, envtest and e2e suites (builds the envtest toolchain on first use; installs Debian's chromium for the browser tests).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" CHROMIUM="$$(hack/chromium.sh)" \
+		go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
 	$(MAKE) --no-print-directory test-clients
 	$(MAKE) --no-print-directory test-e2e
 
@@ -121,10 +122,11 @@ lint-config: golangci-lint ## Verify golangci-lint linter configuration
 ##@ Build
 
 .PHONY: build
-build: manifests generate fmt vet ## Build the manager, gateway and research-agent binaries.
+build: manifests generate fmt vet ## Build the manager, gateway, research-agent and kubectl-agentrun binaries.
 	go build -o bin/manager ./cmd
 	go build -o bin/gateway ./cmd/gateway
 	go build -o bin/research-agent ./cmd/research-agent
+	go build -o bin/kubectl-agentrun ./cmd/kubectl-agentrun
 
 .PHONY: run
 run: manifests generate fmt vet ## Run a controller from your host.

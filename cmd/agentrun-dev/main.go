@@ -136,28 +136,13 @@ func run(ctx context.Context, o options) int {
 	if err != nil {
 		return fail(err)
 	}
-	operatorBin := filepath.Join(dir, "manager")
-	gatewayBin := filepath.Join(dir, "gateway")
-	agentBin := filepath.Join(dir, "research-agent")
-	toolsBin := filepath.Join(dir, "agentrun-tools")
-	if !o.noBuild {
-		if err := stack.GoBuild(ctx, root, "./cmd", operatorBin, os.Stdout); err != nil {
-			return fail(err)
-		}
-		if err := stack.GoBuild(ctx, root, "./cmd/gateway", gatewayBin, os.Stdout); err != nil {
-			return fail(err)
-		}
-		agentPkg := "./cmd/research-agent"
-		if err := stack.GoBuild(ctx, root, agentPkg, agentBin, os.Stdout); err != nil {
-			return fail(err)
-		}
-		if err := stack.GoBuild(ctx, root, "./cmd/agentrun-tools", toolsBin, os.Stdout); err != nil {
-			return fail(err)
-		}
+	bins, err := buildBinaries(ctx, root, dir, o.noBuild)
+	if err != nil {
+		return fail(err)
 	}
-	if _, err := os.Stat(toolsBin); err != nil {
-		say("note: no %s (--no-build?), so the stack runs no tool server", rel(root, toolsBin))
-		toolsBin = ""
+	operatorBin, gatewayBin, agentBin, toolsBin, streamBin := bins[0], bins[1], bins[2], bins[3], bins[4]
+	if toolsBin == "" {
+		say("note: no %s (--no-build?), so the stack runs no tool server", rel(root, filepath.Join(dir, "agentrun-tools")))
 	}
 	if o.toolsFake != "" {
 		if o.toolsFake, err = filepath.Abs(o.toolsFake); err != nil {
@@ -183,6 +168,7 @@ func run(ctx context.Context, o options) int {
 		Out:                   os.Stdout,
 		DisableLeaderElection: o.noLeaderElec,
 		ToolsBinary:           toolsBin,
+		StreamBinary:          streamBin,
 		ToolsAllowHosts:       o.toolsHosts,
 		ToolsFakeConfig:       o.toolsFake,
 	})
@@ -222,6 +208,15 @@ func run(ctx context.Context, o options) int {
 	say("Logs: %s/logs/{operator,gateway,tools,local-node,kube-apiserver,etcd}.log   metrics: %s, %s",
 		relDir, s.MetricsURL, s.GatewayMetricsURL)
 	say("Audit: %s (the gateway's audit interceptor, one JSON line per tool call)", rel(root, s.AuditLog))
+	if s.StreamURL != "" {
+		page, err := webPage(ctx, s)
+		if err != nil {
+			return fail(err)
+		}
+		say("Run stream: open %s", page)
+		say("    (the runs of namespace default, as service account default/agentrun-dev-viewer; SSE: %s%s)",
+			s.StreamURL, "/apis/stream.agentrun.dev/v1/namespaces/default/researchruns/<run>/events")
+	}
 	say("Images: %s", images)
 	say("")
 
@@ -266,6 +261,42 @@ func run(ctx context.Context, o options) int {
 		return fail(err)
 	}
 	return 0
+}
+
+// buildBinaries builds the manager, the gateway, the research agent, the
+// tool server and the stream server into dir (unless noBuild), returning
+// their paths in that order; "" for an optional one (tools, stream) that is
+// not there.
+func buildBinaries(ctx context.Context, root, dir string, noBuild bool) ([]string, error) {
+	pkgs := []struct{ pkg, name string }{
+		{"./cmd", "manager"}, {"./cmd/gateway", "gateway"}, {"./cmd/research-agent", "research-agent"},
+		{"./cmd/agentrun-tools", "agentrun-tools"}, {"./cmd/agentrun-stream", "agentrun-stream"},
+	}
+	out := make([]string, 0, len(pkgs))
+	for i, p := range pkgs {
+		bin := filepath.Join(dir, p.name)
+		if !noBuild {
+			if err := stack.GoBuild(ctx, root, p.pkg, bin, os.Stdout); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := os.Stat(bin); err != nil && i >= 3 {
+			bin = ""
+		}
+		out = append(out, bin)
+	}
+	return out, nil
+}
+
+// webPage is the run stream's page for namespace default, opened with a
+// viewer's token (in the fragment: the browser never sends it to a server
+// log, the page sends it as a bearer token).
+func webPage(ctx context.Context, s *stack.Stack) (string, error) {
+	token, err := s.ViewerToken(ctx, "default", "agentrun-dev-viewer")
+	if err != nil {
+		return "", err
+	}
+	return s.StreamURL + "/?namespace=default#token=" + token, nil
 }
 
 // imageMap is --image rules, then the --image-map file, then the default

@@ -79,6 +79,7 @@ func main() {
 		auditLog, namespace                string
 		rateLimit                          float64
 		rateBurst                          int
+		streamURL, streamTLSDir            string
 	)
 	flag.StringVar(&listen, "listen", ":8443", "Address the gateway serves agents on (TLS).")
 	flag.StringVar(&certDir, "tls-cert-dir", "", "Directory holding the serving certificate (cert-manager's Secret). "+
@@ -108,6 +109,11 @@ func main() {
 		"The gateway's namespace: a tool server's Service without a namespace is looked up there.")
 	flag.Float64Var(&rateLimit, "rate-limit", 20, "The rate_limit interceptor's tool calls per second per identity.")
 	flag.IntVar(&rateBurst, "rate-burst", 40, "The rate_limit interceptor's burst per identity.")
+	flag.StringVar(&streamURL, "stream-url", "",
+		"NATS URL of the run stream (agentrun-stream's listener or a NATS cluster): model stream blocks, tool calls and "+
+			"refusals are sent there, buffered and never waited for. Empty: no stream events.")
+	flag.StringVar(&streamTLSDir, "stream-tls-cert-dir", "",
+		"Directory with tls.crt, tls.key (the gateway's client certificate) and ca.crt (the stream's CA) for --stream-url.")
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
@@ -125,6 +131,11 @@ func main() {
 	})
 	if err != nil {
 		setupLog.Error(err, "Could not create the manager")
+		os.Exit(1)
+	}
+	events, err := streamProducer(mgr, streamURL, streamTLSDir)
+	if err != nil {
+		setupLog.Error(err, "Could not set up the run stream")
 		os.Exit(1)
 	}
 	var audit io.Writer = os.Stdout
@@ -149,6 +160,7 @@ func main() {
 		NodeName:        nodeName,
 
 		DurableAdmission: durableAdmission,
+		Events:           events,
 		Log:              ctrl.Log.WithName("gateway"),
 		Registry:         ctrlmetrics.Registry,
 	})

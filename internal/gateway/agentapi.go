@@ -309,6 +309,9 @@ func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper
 		writeError(w, e)
 		return
 	}
+	// The agent dispatches it: the stream shows the call now, its result
+	// when the agent reports the outcome.
+	k.bindCall(call.ID, k.toolCallBlock(req.Tool, args))
 	writeJSON(w, call)
 }
 
@@ -318,6 +321,7 @@ func (k *keeper) refusal(e *apiError, call string) {
 	policy := k.obj.Spec.Policy.Name
 	k.mu.Unlock()
 	k.g.metrics.refusals.WithLabelValues(k.key.Namespace, policy, e.body.Code).Inc()
+	k.emitRefusal(call, e)
 	if e.fault != "" {
 		k.record(func() {
 			k.facts.addFault(v1alpha1.FaultScopeAgent, e.fault, false, false, call+" refused: "+e.body.Message)
@@ -675,5 +679,10 @@ func (g *Gateway) postToolOutcome(w http.ResponseWriter, r *http.Request, k *kee
 	}
 	k.markLocked(false)
 	k.mu.Unlock()
+	result := "completed (the agent dispatched the call and reported no error)"
+	if req.Error != nil {
+		result = "failed: " + req.Error.Kind + ": " + req.Error.Message
+	}
+	k.emitToolResult(k.callBlock(id), result)
 	w.WriteHeader(http.StatusNoContent)
 }

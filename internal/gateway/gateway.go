@@ -120,6 +120,9 @@ type Options struct {
 	DurableAdmission bool
 	// MaxConflictRetries of one status write (default 10).
 	MaxConflictRetries int
+	// Events, if set, receives the run stream's events: model stream
+	// blocks, tool calls and results, refusals (see Emitter).
+	Events Emitter
 	// Log receives the gateway's logs.
 	Log logr.Logger
 	// Registry receives the gateway's metrics (default: a new registry).

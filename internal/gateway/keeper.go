@@ -90,6 +90,9 @@ type keeper struct {
 	wake     chan struct{}
 	kick     chan struct{}
 	active   time.Time // last request, for retiring idle keepers
+	// proposed ties the attempt's tool calls to its model's proposals
+	// of them, for the run stream.
+	proposed proposals
 }
 
 // admitted is a tool call the gateway admitted and awaits the outcome of.

@@ -41,6 +41,8 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
+	"github.com/agentrun-dev/agentrun/internal/stream"
+	"github.com/agentrun-dev/agentrun/internal/stream/openai"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -319,7 +321,8 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 			return chain.Outcome{IsError: true, Result: e.body.Message}
 		}
 		out, clientUsage := c.upstreamBody(m, mt)
-		x := &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name}}
+		x := &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name},
+			tr: k.modelTranslator()}
 		x.forward(ctx, out, key, c.stream, clientUsage)
 		upstream = x.done.Sub(x.dispatched)
 		return chain.Outcome{IsError: x.outcome != "ok", Result: x.outcome}
@@ -355,6 +358,8 @@ type exchange struct {
 	labels           []string
 	dispatched, done time.Time
 	outcome          string
+	// tr turns the answer into run-stream events (nil: no stream).
+	tr *openai.Translator
 }
 
 // count settles the request's tokens and counts its outcome.
@@ -368,7 +373,7 @@ func (x *exchange) count(outcome string, tokens int64, reported bool) {
 // forward sends the request upstream and relays the answer. The upstream
 // request outlives a client that leaves: the provider charges it anyway, so
 // the gateway reads on to count what it reports.
-func (x *exchange) forward(rctx context.Context, out []byte, key string, stream, clientUsage bool) {
+func (x *exchange) forward(rctx context.Context, out []byte, key string, streamed, clientUsage bool) {
 	g, m := x.g, x.m
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), g.opts.UpstreamTimeout)
 	defer cancel()
@@ -382,7 +387,7 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, stream,
 	}
 	ureq.Header.Set("Content-Type", "application/json")
 	ureq.Header.Set("Accept", "application/json")
-	if stream {
+	if streamed {
 		ureq.Header.Set("Accept", "text/event-stream")
 	}
 	if key != "" {
@@ -397,7 +402,7 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, stream,
 	switch {
 	case resp.StatusCode != http.StatusOK:
 		x.upstreamError(resp)
-	case !stream:
+	case !streamed:
 		raw, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		x.done = g.clock.Now()
 		var u struct {
@@ -412,13 +417,18 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, stream,
 		copyHeader(x.w, resp, "Content-Type")
 		x.w.WriteHeader(http.StatusOK)
 		_, _ = x.w.Write(raw)
+		x.stream(func(tr *openai.Translator) []stream.Event { return append(tr.Completion(raw), tr.End(rerr)...) })
 		var tokens int64
 		if reported {
 			tokens = u.Usage.TotalTokens
 		}
 		x.count("ok", tokens, reported)
 	default:
-		tokens, reported := g.relayStream(x.w, resp, clientUsage, x.k, m.Name)
+		var cut error
+		tokens, reported := g.relayStream(x.w, resp, clientUsage, x.k, m.Name, func(payload []byte) {
+			x.stream(func(tr *openai.Translator) []stream.Event { return tr.Chunk(payload) })
+		}, &cut)
+		x.stream(func(tr *openai.Translator) []stream.Event { return tr.End(cut) })
 		x.done = g.clock.Now()
 		outcome := "ok"
 		if !reported {
@@ -472,7 +482,8 @@ func (x *exchange) upstreamError(resp *http.Response) {
 // come, reading the usage the provider reports in its last chunk. The usage
 // chunk is forwarded only when the client asked for it. A client that leaves
 // does not stop the reading.
-func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, clientUsage bool, k *keeper, model string) (int64, bool) {
+func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, clientUsage bool, k *keeper, model string,
+	onData func([]byte), cut *error) (int64, bool) {
 	fl, _ := w.(http.Flusher)
 	copyHeader(w, resp, "Content-Type")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -503,7 +514,10 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 			skip := false
 			if isData && bytes.Equal(payload, []byte("[DONE]")) {
 				done = true
-			} else if isData && bytes.Contains(payload, []byte(`"usage"`)) {
+			} else if isData {
+				onData(payload)
+			}
+			if isData && !done && bytes.Contains(payload, []byte(`"usage"`)) {
 				var c struct {
 					Choices []json.RawMessage `json:"choices"`
 					Usage   *struct {
@@ -530,6 +544,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 			}
 			if !done {
 				k.providerFault("StreamCut", true, fmt.Sprintf("model %s: the stream ended before [DONE]: %v", model, err))
+				*cut = fmt.Errorf("the provider's stream ended before [DONE]: %w", err)
 			}
 			return tokens, reported
 		}

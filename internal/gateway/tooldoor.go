@@ -237,6 +237,7 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 	k.mu.Lock()
 	run := k.obj.Spec.RunName
 	k.mu.Unlock()
+	callID := k.toolCallBlock(name, args)
 	cc := &chain.Call{
 		Kind: chain.KindTool, Namespace: ns, Run: run, Attempt: k.key.Name, Policy: policy, Token: tokenFrom(ctx),
 		Tool: name, Effect: t.entry.Effect, Risk: t.entry.Risk, Arguments: args,
@@ -254,6 +255,7 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		e.fault = "InterceptorRefused"
 		k.refusal(e, "tool/"+name)
 		k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, "refused").Inc()
+		k.emitToolResult(callID, e.body.Code+": "+e.body.Message)
 		return refusedResult(e, nil)
 	}
 	k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, outcome).Inc()
@@ -262,6 +264,7 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		res.Content = []mcp.Content{&mcp.TextContent{Text: out.Result}}
 		res.StructuredContent = nil
 	}
+	k.emitToolResult(callID, text(res))
 	return res
 }
 

@@ -52,6 +52,12 @@ const ScriptField = "agentrun_scripted"
 type Turn struct {
 	// Say is the assistant's text.
 	Say string `json:"say,omitempty"`
+	// Think is the model's reasoning, sent before the text as
+	// reasoning_content (the DeepSeek / vLLM field).
+	Think string `json:"think,omitempty"`
+	// ChunkDelayMS paces a streamed answer: the pause before each chunk of
+	// reasoning and text, in milliseconds.
+	ChunkDelayMS int `json:"chunkDelayMs,omitempty"`
 	// Tools are the tool calls to answer with.
 	Tools []ToolCall `json:"tools,omitempty"`
 	// Tokens is the request's total usage (prompt plus completion).
@@ -190,7 +196,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, req, turn, u, id)
 		return
 	}
-	msg := message{Role: "assistant", Content: turn.Say}
+	msg := message{Role: "assistant", Content: turn.Say, ReasoningContent: turn.Think}
 	finish := "stop"
 	for _, tc := range turn.Tools {
 		msg.ToolCalls = append(msg.ToolCalls, wireCall(tc, nil))
@@ -225,7 +231,13 @@ func (s *Server) stream(w http.ResponseWriter, req request, turn *Turn, u usage,
 		return []map[string]any{{"index": 0, "delta": d, "finish_reason": finish, "logprobs": nil}}
 	}
 	send(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)
+	pause := time.Duration(turn.ChunkDelayMS) * time.Millisecond
+	for _, part := range chunks(turn.Think, 16) {
+		time.Sleep(pause)
+		send(delta(map[string]any{"reasoning_content": part}, nil), nil)
+	}
 	for _, part := range chunks(turn.Say, 16) {
+		time.Sleep(pause)
 		send(delta(map[string]any{"content": part}, nil), nil)
 	}
 	finish := "stop"
@@ -283,9 +295,10 @@ type usage struct {
 }
 
 type message struct {
-	Role      string     `json:"role"`
-	Content   string     `json:"content"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+	Role             string     `json:"role"`
+	Content          string     `json:"content"`
+	ReasoningContent string     `json:"reasoning_content,omitempty"`
+	ToolCalls        []toolCall `json:"tool_calls,omitempty"`
 }
 
 type toolCall struct {

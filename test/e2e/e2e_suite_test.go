@@ -90,6 +90,8 @@ var _ = BeforeSuite(func() {
 	Expect(stack.GoBuild(ctx, root, "./test/e2e/testdata/miniagent", miniAgent, out)).To(Succeed())
 	researchAgent = filepath.Join(dir, "research-agent")
 	Expect(stack.GoBuild(ctx, root, "./cmd/research-agent", researchAgent, out)).To(Succeed())
+	streamServer := filepath.Join(dir, "agentrun-stream")
+	Expect(stack.GoBuild(ctx, root, "./cmd/agentrun-stream", streamServer, out)).To(Succeed())
 
 	By("starting the local stack")
 	images := node.ImageMap{
@@ -105,6 +107,9 @@ var _ = BeforeSuite(func() {
 		OperatorBinary: operator,
 		GatewayBinary:  gateway,
 		GatewayArgs:    []string{"--flush-interval=100ms"},
+		StreamBinary:   streamServer,
+		// Small client queues, so that the slow-client story fills one.
+		StreamArgs: []string{"--subscriber-queue-events=32", "--subscriber-queue-bytes=65536", "--subscriber-send-buffer=8192"},
 		// TokenReviews can be made to fail (interceptors_test.go); the
 		// door's cache outlasts the suite, so only the auth interceptor
 		// (which never caches) meets such a failure.
@@ -116,7 +121,7 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		By("tearing the stack down; no process may be left behind")
-		pids := []int{st.Operator.Pid(), st.Gateway.Pid()}
+		pids := []int{st.Operator.Pid(), st.Gateway.Pid(), st.Stream.Pid()}
 		for _, pid := range st.Node.Processes() {
 			pids = append(pids, pid)
 		}

@@ -110,7 +110,14 @@ func fakeCalls(callsURL, tool string) (int, []string) {
 // include every one of labels (name="value" pairs).
 func gatewayMetric(name string, labels ...string) float64 {
 	GinkgoHelper()
-	resp, err := http.Get(st.GatewayMetricsURL)
+	return metricAt(st.GatewayMetricsURL, name, labels...)
+}
+
+// metricAt sums the samples of metric name at a metrics endpoint whose
+// labels include every one of labels.
+func metricAt(url, name string, labels ...string) float64 {
+	GinkgoHelper()
+	resp, err := http.Get(url)
 	Expect(err).NotTo(HaveOccurred())
 	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)

@@ -93,6 +93,9 @@ func (s *Stack) startGateway(ctx context.Context) error {
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
 		"--audit-log="+s.AuditLog)
+	if s.StreamNATSURL != "" {
+		args = append(args, "--stream-url="+s.StreamNATSURL)
+	}
 	if s.opts.GatewayTokenCacheTTL > 0 {
 		args = append(args, "--token-cache-ttl="+s.opts.GatewayTokenCacheTTL.String())
 	}

@@ -109,6 +109,12 @@ type Options struct {
 	GatewayArgs []string
 	// UpstreamLatency is the scripted upstream's fixed latency.
 	UpstreamLatency time.Duration
+	// StreamBinary is the built run-stream server (go build
+	// ./cmd/agentrun-stream); empty runs none (and the gateway streams no
+	// events).
+	StreamBinary string
+	// StreamArgs are appended to the stream server's flags.
+	StreamArgs []string
 	// ToolsBinary is the built reference tool server (go build
 	// ./cmd/agentrun-tools); empty runs none.
 	ToolsBinary string
@@ -178,6 +184,15 @@ type Stack struct {
 	Tools         *Operator
 	ToolsURL      string
 	ToolsCallsURL string
+	// Stream is the agentrun-stream process (nil without
+	// Options.StreamBinary): StreamURL serves the web page and the SSE
+	// endpoints, StreamNATSURL is its NATS listener (the gateway's
+	// --stream-url), StreamStoreDir its JetStream store.
+	Stream           *Operator
+	StreamURL        string
+	StreamMetricsURL string
+	StreamNATSURL    string
+	StreamStoreDir   string
 
 	closers []io.Closer
 }
@@ -316,13 +331,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 
 	// 4. The scripted upstream, the tool server, and the gateway under its
 	// own identity.
-	if err := s.startUpstream(); err != nil {
-		return nil, err
-	}
-	if err := s.startTools(ctx); err != nil {
-		return nil, err
-	}
-	if err := s.startGateway(ctx); err != nil {
+	if err := s.startServices(ctx); err != nil {
 		return nil, err
 	}
 
@@ -409,14 +418,14 @@ func applyNamespaceSelectors(root string, wio *envtest.WebhookInstallOptions) er
 }
 
 // install creates the operator's namespace and applies config/rbac and
-// config/admission-policy as config/default would (namePrefix agentrun-,
+// config/admission-policy (and the gateway's and the stream's RBAC) as config/default would (namePrefix agentrun-,
 // namespace agentrun-system).
 func (s *Stack) install(ctx context.Context) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: OperatorNamespace}}
 	if err := s.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	for _, dir := range []string{"rbac", filepath.Join("gateway", "rbac"), "admission-policy"} {
+	for _, dir := range []string{"rbac", filepath.Join("gateway", "rbac"), filepath.Join("stream", "rbac"), "admission-policy"} {
 		objs, err := kustomizeDir(filepath.Join(s.opts.Root, "config", dir))
 		if err != nil {
 			return err
@@ -517,6 +526,21 @@ func prefixed(u *unstructured.Unstructured, namespaced bool) {
 			_ = unstructured.SetNestedField(u.Object, NamePrefix+pn, "spec", "policyName")
 		}
 	}
+}
+
+// startServices starts the scripted upstream, the tool server, the stream
+// server and the gateway, in that order (the gateway names the others).
+func (s *Stack) startServices(ctx context.Context) error {
+	if err := s.startUpstream(); err != nil {
+		return err
+	}
+	if err := s.startTools(ctx); err != nil {
+		return err
+	}
+	if err := s.startStream(ctx); err != nil {
+		return err
+	}
+	return s.startGateway(ctx)
 }
 
 // serviceAccountKubeconfig writes a kubeconfig for user, a service account of
@@ -738,6 +762,9 @@ func (s *Stack) Stop() {
 	}
 	if s.Tools != nil {
 		wg.Go(func() { s.Tools.Stop(15 * time.Second) })
+	}
+	if s.Stream != nil {
+		wg.Go(func() { s.Stream.Stop(10 * time.Second) })
 	}
 	if s.Node != nil {
 		wg.Go(s.Node.Stop)

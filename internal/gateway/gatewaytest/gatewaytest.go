@@ -114,6 +114,8 @@ type Options struct {
 	Interceptors chain.Registry
 	// AuditLog receives the audit interceptor's lines (default io.Discard).
 	AuditLog io.Writer
+	// Events receives the gateway's run-stream events (default none).
+	Events gateway.Emitter
 }
 
 // Attempt is the test RunAttempt: Running, a grant of 10 model requests and
@@ -281,6 +283,7 @@ func (e *Env) startGateway(flush time.Duration) {
 		DurableAdmission: e.opts.DurableAdmission,
 		Interceptors:     e.opts.Interceptors,
 		AuditLog:         e.opts.AuditLog,
+		Events:           e.opts.Events,
 	})
 	if err != nil {
 		e.T.Fatal(err)

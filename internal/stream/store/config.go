@@ -17,10 +17,13 @@ limitations under the License.
 package store
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/agentrun-dev/agentrun/internal/stream"
 )
@@ -35,6 +38,7 @@ const (
 	DefaultMaxEventBytes   = 1 << 20
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultPublishTimeout  = 5 * time.Second
+	DefaultMaxConsumers    = 100_000
 )
 
 // Config configures the store. The zero value, with Dir set, is an embedded
@@ -70,6 +74,21 @@ type Config struct {
 	DuplicateWindow time.Duration
 	// Replicas of the stream on an external cluster (1 when embedded).
 	Replicas int
+	// MaxConsumers bounds the readers (SSE subscriptions, exports, replays)
+	// open at once over the whole stream: each holds one consumer.
+	MaxConsumers int
+	// Attach binds to the stream as it exists instead of creating or
+	// updating it: for producers (the gateway) that must not change the
+	// retention the stream server configured. Open fails while it does not
+	// exist yet.
+	Attach bool
+	// NATSOptions are added to the client connection's options (TLS, creds)
+	// for an external server.
+	NATSOptions []nats.Option
+	// ListenTLS, with Listen, makes the embedded server's network listener
+	// TLS; with ClientCAs set and ClientAuth RequireAndVerifyClientCert, a
+	// client must present a certificate those CAs signed.
+	ListenTLS *tls.Config
 
 	// SyncAlways (embedded only) fsyncs every write before the publish is
 	// acknowledged: an acknowledged event survives a power loss or kernel
@@ -114,6 +133,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Replicas == 0 {
 		c.Replicas = 1
+	}
+	if c.MaxConsumers == 0 {
+		c.MaxConsumers = DefaultMaxConsumers
 	}
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = DefaultPublishTimeout

@@ -17,6 +17,7 @@ limitations under the License.
 package store
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -59,6 +60,12 @@ func StartEmbedded(cfg Config) (*Embedded, error) {
 		}
 		if opts.Port == 0 {
 			opts.Port = server.RANDOM_PORT
+		}
+		if cfg.ListenTLS != nil {
+			opts.TLSConfig = cfg.ListenTLS
+			opts.TLS = true
+			opts.TLSVerify = cfg.ListenTLS.ClientAuth == tls.RequireAndVerifyClientCert
+			opts.TLSTimeout = 5
 		}
 	}
 	srv, err := server.NewServer(opts)

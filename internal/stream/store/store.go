@@ -94,6 +94,7 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		opts = append(opts, nats.InProcessServer(emb.Server()))
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(false))
+		opts = append(opts, cfg.NATSOptions...)
 	}
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
@@ -105,7 +106,20 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		s.Close()
 		return nil, fmt.Errorf("stream store: %w", err)
 	}
-	s.st, err = s.js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+	if cfg.Attach {
+		s.st, err = s.js.Stream(ctx, cfg.Stream)
+	} else {
+		s.st, err = s.js.CreateOrUpdateStream(ctx, streamConfig(cfg))
+	}
+	if err != nil {
+		s.Close()
+		return nil, fmt.Errorf("stream store: stream %s: %w", cfg.Stream, err)
+	}
+	return s, nil
+}
+
+func streamConfig(cfg Config) jetstream.StreamConfig {
+	return jetstream.StreamConfig{
 		Name:              cfg.Stream,
 		Description:       "agentrun run stream: one subject per run, AG-UI events with a per-run seq",
 		Subjects:          []string{cfg.SubjectPrefix + ".>"},
@@ -118,14 +132,13 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		MaxMsgSize:        cfg.MaxEventBytes,
 		Duplicates:        cfg.DuplicateWindow,
 		Replicas:          cfg.Replicas,
+		// Every subscription and export holds a consumer while it reads:
+		// without a limit of its own the stream gets the server's default
+		// of 1,000 for the whole installation.
+		MaxConsumers: cfg.MaxConsumers,
 		// Per-event TTLs (Event.TTL: a policy's spec.events.maxAge).
 		AllowMsgTTL: true,
-	})
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("stream store: stream %s: %w", cfg.Stream, err)
 	}
-	return s, nil
 }
 
 // Close closes the connection and stops the embedded server, if Open
@@ -302,6 +315,23 @@ func (s *Store) Bounds(ctx context.Context, run stream.RunKey) (Bounds, error) {
 	return Bounds{Oldest: headerSeq(first), Last: headerSeq(last)}, nil
 }
 
+// Last returns the run's last stored event and when it was stored (not
+// when it was emitted: a producer's backlog stores old events late); ok is
+// false if the run has none.
+func (s *Store) Last(ctx context.Context, run stream.RunKey) (ev stream.Event, stored time.Time, ok bool, err error) {
+	m, err := s.st.GetLastMsgForSubject(ctx, s.Subject(run))
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return ev, stored, false, nil
+	}
+	if err != nil {
+		return ev, stored, false, fmt.Errorf("stream store: last event of %s: %w", run, err)
+	}
+	if err := json.Unmarshal(m.Data, &ev); err != nil {
+		return ev, stored, false, fmt.Errorf("stream store: last event of %s: %w", run, err)
+	}
+	return ev, m.Time, true, nil
+}
+
 // Oldest returns the seq of the run's oldest stored event, 0 if none.
 func (s *Store) Oldest(ctx context.Context, run stream.RunKey) (uint64, error) {
 	b, err := s.Bounds(ctx, run)
@@ -347,17 +377,46 @@ func (s *Store) startAfter(ctx context.Context, subj string, after uint64) (uint
 	return hi, nil
 }
 
-func (s *Store) consume(ctx context.Context, subj string, start uint64) (jetstream.MessagesContext, error) {
+func (s *Store) consume(ctx context.Context, subj string, start uint64) (*messages, error) {
 	cons, err := s.st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{subj},
 		DeliverPolicy:     jetstream.DeliverByStartSequencePolicy,
 		OptStartSeq:       start,
-		InactiveThreshold: time.Minute,
+		InactiveThreshold: consumerInactive,
 	})
 	if err != nil {
 		return nil, err
 	}
-	return cons.Messages(jetstream.PullMaxMessages(256))
+	it, err := cons.Messages(jetstream.PullMaxMessages(256))
+	if err != nil {
+		return nil, err
+	}
+	return &messages{MessagesContext: it, s: s, cons: cons}, nil
+}
+
+// consumerInactive is how long the server keeps the consumer of a reader
+// that went away without stopping (a crashed process); a reader that stops
+// deletes its consumer at once.
+const consumerInactive = 15 * time.Second
+
+// messages is a reader's message iterator; Stop also deletes its consumer,
+// so that readers that come and go do not pile consumers up to the
+// stream's limit.
+type messages struct {
+	jetstream.MessagesContext
+	s    *Store
+	cons jetstream.Consumer
+}
+
+func (m *messages) Stop() {
+	m.MessagesContext.Stop()
+	info := m.cons.CachedInfo()
+	if info == nil || info.Name == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), m.s.cfg.PublishTimeout)
+	defer cancel()
+	_ = m.s.st.DeleteConsumer(ctx, info.Name)
 }
 
 // Replay calls fn with the run's stored events from seq from (1 or 0 for

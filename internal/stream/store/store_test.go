@@ -380,3 +380,37 @@ func TestEventJSONIsStoredAsIs(t *testing.T) {
 		t.Errorf("headers %v", m.Header)
 	}
 }
+
+// Readers that come and go leave no consumer behind: more of them than
+// JetStream's default per-stream limit (1,000) subscribe and stop, one after
+// another, and the next one still subscribes.
+func TestReadersDeleteTheirConsumers(t *testing.T) {
+	s := openStore(t, Config{})
+	mustPublish(t, s, runA, final(1))
+	for i := range 1100 {
+		ctx, cancel := context.WithCancel(ctxT(t))
+		sub, err := s.Subscribe(ctx, runA, 0)
+		if err != nil {
+			t.Fatalf("subscription %d: %v", i, err)
+		}
+		<-sub.C
+		cancel()
+		for range sub.C { //nolint:revive // drain until the reader stopped
+		}
+		if i%100 == 0 {
+			if err := s.Replay(ctxT(t), runA, 1, func(stream.Event) error { return nil }); err != nil {
+				t.Fatalf("replay %d: %v", i, err)
+			}
+		}
+	}
+	info, err := s.st.Info(ctxT(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info.Config.MaxConsumers != DefaultMaxConsumers {
+		t.Errorf("the stream's MaxConsumers is %d, want %d", info.Config.MaxConsumers, DefaultMaxConsumers)
+	}
+	if n := info.State.Consumers; n > 1 {
+		t.Errorf("%d consumers left after every reader stopped", n)
+	}
+}

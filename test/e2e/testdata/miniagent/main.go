@@ -20,6 +20,9 @@ limitations under the License.
 // makes one model request, plans one section and proposes finish; once
 // Finalizing it publishes the section (report.publish, then the section) and
 // settles, and exits 0. With --hang it only heartbeats until the run ends.
+// With MINIAGENT_TURN set (a scripted upstream turn as JSON) its model
+// request is streamed and carries that turn, so a test chooses what the
+// model streams (reasoning, text, pacing).
 package main
 
 import (
@@ -78,8 +81,32 @@ func (g *gateway) do(ctx context.Context, method, path string, in, out any) erro
 	if resp.StatusCode >= 300 {
 		return fmt.Errorf("%s %s: HTTP %d: %s", method, path, resp.StatusCode, raw)
 	}
+	if b, ok := out.(*bytes.Buffer); ok {
+		b.Write(raw)
+		return nil
+	}
 	if out != nil && len(raw) > 0 {
 		return json.Unmarshal(raw, out)
+	}
+	return nil
+}
+
+// model makes the one model request: streamed, with MINIAGENT_TURN's
+// scripted turn, when that is set.
+func (g *gateway) model(ctx context.Context) error {
+	req := map[string]any{"model": "scripted", "messages": []map[string]string{{"role": "user", "content": "Summarize."}}}
+	turn := os.Getenv("MINIAGENT_TURN")
+	if turn == "" {
+		var cc map[string]any
+		return g.do(ctx, http.MethodPost, "/v1/chat/completions", req, &cc)
+	}
+	req["stream"], req["agentrun_scripted"] = true, json.RawMessage(turn)
+	var body bytes.Buffer
+	if err := g.do(ctx, http.MethodPost, "/v1/chat/completions", req, &body); err != nil {
+		return err
+	}
+	if !strings.Contains(body.String(), "data: [DONE]") {
+		return fmt.Errorf("the streamed answer ended without [DONE]")
 	}
 	return nil
 }
@@ -131,10 +158,7 @@ func run(hang bool) error {
 		return err
 	}
 	fmt.Println("miniagent: one model request, a plan, then finish")
-	var cc map[string]any
-	if err := g.do(ctx, http.MethodPost, "/v1/chat/completions", map[string]any{
-		"model": "scripted", "messages": []map[string]string{{"role": "user", "content": "Summarize."}},
-	}, &cc); err != nil {
+	if err := g.model(ctx); err != nil {
 		return fmt.Errorf("model request: %w", err)
 	}
 	if err := g.do(ctx, http.MethodPut, "/agentrun/v1/self/report/plan", map[string]any{"sections": []string{"Summary"}}, nil); err != nil {
