@@ -1,0 +1,249 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package kubectlplugin
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+)
+
+// Where agentrun-stream is installed (config/stream, config/default).
+const (
+	StreamNamespace = "agentrun-system"
+	StreamService   = "agentrun-stream"
+)
+
+// proxyHint explains why the API server's service proxy cannot carry the
+// caller's identity to agentrun-stream, and what works instead.
+const proxyHint = `hint: through the API server's service proxy agentrun-stream cannot see who you are: the API server
+authenticates your request and removes its Authorization header before it proxies it. Reach the stream
+server directly instead, with a token the API server accepts:
+  kubectl -n agentrun-system port-forward svc/agentrun-stream 8443:443 &
+  kubectl agentrun events RUN --server https://localhost:8443 --insecure --token "$(kubectl create token NAME)"`
+
+// directHint is the hint of a direct connection.
+const directHint = `hint: agentrun-stream authenticates the bearer token of the request (a TokenReview) and
+needs "get" on the run: pass --token (for example "$(kubectl create token NAME)");
+a client certificate does not reach it`
+
+// StreamProxyURL is the run's events URL through the API server's service
+// proxy: /api/v1/namespaces/agentrun-system/services/https:agentrun-stream:443/proxy/apis/…
+// It reads the Service for its HTTPS port; a caller who may not read it
+// gets port 443, and a Service that does not exist is an error.
+func StreamProxyURL(ctx context.Context, c client.Reader, cfg *rest.Config, namespace, run string) (string, error) {
+	port := int32(443)
+	var svc corev1.Service
+	err := c.Get(ctx, client.ObjectKey{Namespace: StreamNamespace, Name: StreamService}, &svc)
+	switch {
+	case err == nil:
+		port = servicePort(&svc, port)
+	case apierrors.IsNotFound(err):
+		return "", fmt.Errorf("service %s/%s not found: is agentrun-stream installed? "+
+			"Pass --server with the stream server's URL (make dev prints it)", StreamNamespace, StreamService)
+	case apierrors.IsForbidden(err):
+		// May not read the Service: the proxy request is authorized on its own.
+	default:
+		return "", err
+	}
+	base, _, err := rest.DefaultServerUrlFor(cfg)
+	if err != nil {
+		return "", err
+	}
+	proxy := "/api/v1/namespaces/" + StreamNamespace + "/services/https:" + StreamService + ":" +
+		strconv.Itoa(int(port)) + "/proxy"
+	return strings.TrimSuffix(base.String(), "/") + proxy + EventsPath(namespace, run), nil
+}
+
+// servicePort is the Service's port named https, else its first, else def.
+func servicePort(svc *corev1.Service, def int32) int32 {
+	for _, p := range svc.Spec.Ports {
+		if p.Name == "https" {
+			return p.Port
+		}
+	}
+	if len(svc.Spec.Ports) > 0 {
+		return svc.Spec.Ports[0].Port
+	}
+	return def
+}
+
+// DirectURL is the run's events URL on a stream server given as --server:
+// its root (http://127.0.0.1:PORT), the web page's URL make dev prints
+// (whose #token= fragment is returned as the token), or a run's events URL.
+func DirectURL(server, namespace, run string) (eventsURL, token string, err error) {
+	u, err := url.Parse(server)
+	if err != nil {
+		return "", "", fmt.Errorf("--server %q: %w", server, err)
+	}
+	if u.Scheme != "http" && u.Scheme != "https" || u.Host == "" {
+		return "", "", fmt.Errorf("--server %q: want an http or https URL, e.g. https://localhost:8443", server)
+	}
+	if frag, err := url.ParseQuery(u.Fragment); err == nil {
+		token = frag.Get("token")
+	}
+	path := u.Path
+	if i := strings.Index(path, "/apis/stream.agentrun.dev/"); i >= 0 {
+		path = path[:i]
+	}
+	root := url.URL{Scheme: u.Scheme, Host: u.Host, Path: strings.TrimSuffix(path, "/")}
+	return root.String() + EventsPath(namespace, run), token, nil
+}
+
+// directClient is an HTTP client for a stream server given as --server. It
+// sends the caller's bearer credentials from the kubeconfig (a token, a
+// token file, an exec or auth-provider plugin) unless token is set; never
+// the API server's client certificate, basic auth or impersonation.
+func directClient(cfg *rest.Config, token, caFile string, insecure bool) (*http.Client, error) {
+	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // --insecure
+	if caFile != "" {
+		pem, err := os.ReadFile(caFile)
+		if err != nil {
+			return nil, fmt.Errorf("--ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--ca-file %s holds no PEM certificate", caFile)
+		}
+		tlsConfig.RootCAs = pool
+	}
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	base.TLSClientConfig = tlsConfig
+	var rt http.RoundTripper = base
+	if token == "" && cfg != nil {
+		creds := &rest.Config{
+			BearerToken: cfg.BearerToken, BearerTokenFile: cfg.BearerTokenFile,
+			ExecProvider: cfg.ExecProvider, AuthProvider: cfg.AuthProvider, AuthConfigPersister: cfg.AuthConfigPersister,
+		}
+		wrapped, err := rest.HTTPWrappersForConfig(creds, rt)
+		if err != nil {
+			return nil, err
+		}
+		rt = wrapped
+	}
+	return &http.Client{Transport: rt}, nil
+}
+
+type eventsFlags struct {
+	follow   bool
+	from     uint64
+	server   string
+	token    string
+	output   string
+	caFile   string
+	insecure bool
+}
+
+func (p *plugin) eventsCommand() *cobra.Command {
+	var f eventsFlags
+	cmd := &cobra.Command{
+		Use:   "events RUN",
+		Short: "Print a run's event stream (reasoning, text, tool calls, state, the end)",
+		Long: `Print a run's event stream, served by agentrun-stream: without -f the whole retained
+trajectory (the JSON-lines export) as one readable line per event; with -f the live stream (SSE),
+resumed with Last-Event-ID after a disconnect, until the run's end event.
+
+By default the request goes through the API server's service proxy to the Service agentrun-stream in
+agentrun-system. --server and --token (which on this command name the stream server and its bearer
+token, not the API server's) talk to a stream server directly: a port-forward, or make dev's URL.`,
+		Example: `  kubectl agentrun events survey-vector-dbs
+  kubectl agentrun events survey-vector-dbs -f --from 120
+  kubectl -n agentrun-system port-forward svc/agentrun-stream 8443:443 &
+  kubectl agentrun events survey-vector-dbs -f --server https://localhost:8443 --insecure --token "$TOKEN"
+  kubectl agentrun events survey-vector-dbs -o jsonl > survey.jsonl`,
+		Args:              cobra.ExactArgs(1),
+		ValidArgsFunction: p.completeRuns,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			o, err := p.eventsOptions(cmd.Context(), args[0], f)
+			if err != nil {
+				return err
+			}
+			return Events(cmd.Context(), p.Streams.Out, o)
+		},
+	}
+	fl := cmd.Flags()
+	fl.BoolVarP(&f.follow, "follow", "f", false, "stream the events as they are stored, until the run's end")
+	fl.Uint64Var(&f.from, "from", 1, "first event seq to print")
+	fl.StringVar(&f.server, "server", "", "URL of the stream server (default: through the API server's service proxy)")
+	fl.StringVar(&f.token, "token", "", "bearer token for --server (default: the kubeconfig user's token)")
+	fl.StringVarP(&f.output, "output", "o", "", "output format: jsonl (the events as received)")
+	fl.StringVar(&f.caFile, "ca-file", "", "CA bundle that verifies the certificate of --server")
+	fl.BoolVarP(&f.insecure, "insecure", "k", false, "do not verify the certificate of --server (a port-forward)")
+	_ = cmd.RegisterFlagCompletionFunc("output", cobra.FixedCompletions([]string{"jsonl"},
+		cobra.ShellCompDirectiveNoFileComp))
+	return cmd
+}
+
+func (p *plugin) eventsOptions(ctx context.Context, run string, f eventsFlags) (EventsOptions, error) {
+	o := EventsOptions{Follow: f.follow, From: f.from, ErrOut: p.Streams.ErrOut}
+	switch f.output {
+	case "":
+	case "jsonl":
+		o.Raw = true
+	default:
+		return o, fmt.Errorf("unknown output format %q: want jsonl (or none for readable lines)", f.output)
+	}
+	ns, err := p.Factory.Namespace()
+	if err != nil {
+		return o, err
+	}
+	cfg, err := p.Factory.RESTConfig()
+	if err != nil && f.server == "" {
+		return o, err
+	}
+	if f.server != "" {
+		u, tok, err := DirectURL(f.server, ns, run)
+		if err != nil {
+			return o, err
+		}
+		o.URL, o.Token, o.Hint = u, f.token, directHint
+		if o.Token == "" {
+			o.Token = tok
+		}
+		o.Client, err = directClient(cfg, o.Token, f.caFile, f.insecure)
+		return o, err
+	}
+	if f.token != "" || f.caFile != "" || f.insecure {
+		return o, fmt.Errorf("--token, --ca-file and --insecure need --server")
+	}
+	c, err := p.Factory.Client()
+	if err != nil {
+		return o, err
+	}
+	if o.URL, err = StreamProxyURL(ctx, c, cfg, ns, run); err != nil {
+		return o, err
+	}
+	streaming := rest.CopyConfig(cfg)
+	streaming.Timeout = 0
+	if o.Client, err = rest.HTTPClientFor(streaming); err != nil {
+		return o, err
+	}
+	o.Hint = proxyHint
+	return o, nil
+}
