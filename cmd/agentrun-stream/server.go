@@ -111,10 +111,9 @@ func (r cachedRuns) List(ctx context.Context, namespace string) ([]web.RunSummar
 
 func summary(rr *v1alpha1.ResearchRun) web.RunSummary {
 	st := rr.Status
-	granted := st.Budget.Granted
-	if granted == (v1alpha1.Usage{}) {
-		granted = runstate.StateOf(rr).Budget
-	}
+	// Of the run's budget: status.budget.granted is the current attempt's
+	// allowance only.
+	granted := runstate.StateOf(rr).Budget
 	s := web.RunSummary{
 		Name: rr.Name, Namespace: rr.Namespace, Phase: string(st.Phase), Reason: string(st.Reason), Message: st.Message,
 		Session: rr.Spec.SessionRef.Name, Created: rr.CreationTimestamp, Steps: st.Steps,

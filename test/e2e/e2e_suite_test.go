@@ -108,8 +108,9 @@ var _ = BeforeSuite(func() {
 		GatewayBinary:  gateway,
 		GatewayArgs:    []string{"--flush-interval=100ms"},
 		StreamBinary:   streamServer,
-		// Small client queues, so that the slow-client story fills one.
-		StreamArgs: []string{"--subscriber-queue-events=32", "--subscriber-queue-bytes=65536", "--subscriber-send-buffer=8192"},
+		// Small client queues (32 events) and send buffers, so that the
+		// slow-client story fills one.
+		StreamArgs: []string{"--subscriber-queue-events=32", "--subscriber-send-buffer=8192"},
 		// TokenReviews can be made to fail (interceptors_test.go); the
 		// door's cache outlasts the suite, so only the auth interceptor
 		// (which never caches) meets such a failure.

@@ -92,6 +92,8 @@ type Handler struct {
 	mux  *http.ServeMux
 	m    metrics
 
+	hubs *hubs
+
 	mu   sync.Mutex
 	subs map[*Queue]struct{}
 	peak QueueStats // of subscriptions already ended
@@ -121,7 +123,8 @@ func New(opts Options) (*Handler, error) {
 	if opts.WriteTimeout <= 0 {
 		opts.WriteTimeout = 30 * time.Second
 	}
-	h := &Handler{opts: opts, mux: http.NewServeMux(), subs: map[*Queue]struct{}{}}
+	h := &Handler{opts: opts, mux: http.NewServeMux(), subs: map[*Queue]struct{}{},
+		hubs: &hubs{src: opts.Source, pendingBytes: 4 * opts.QueueBytes}}
 	h.m = metrics{
 		subscribers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "agentrun_stream_subscribers", Help: "Open run-stream SSE subscriptions.",
@@ -302,25 +305,15 @@ func (h *Handler) stream(w http.ResponseWriter, r *http.Request, run stream.RunK
 		}
 		after = b.Last
 	}
-	sub, err := h.opts.Source.Subscribe(ctx, run, after)
+	q := NewQueue(h.opts.QueueEvents, h.opts.QueueBytes)
+	leave, err := h.hubs.join(ctx, run, after, q)
 	if err != nil {
 		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", fmt.Sprintf("run stream of %s unavailable: %v", run, err), nil)
 		return
 	}
-	q := NewQueue(h.opts.QueueEvents, h.opts.QueueBytes)
+	defer leave()
 	h.track(q, true)
 	defer h.track(q, false)
-	go func() {
-		for ev := range sub.C {
-			if !q.Push(ev) {
-				cancel()
-				break
-			}
-		}
-		for range sub.C { //nolint:revive // drain after cancel
-		}
-		q.Close(sub.Err())
-	}()
 
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")

@@ -338,7 +338,12 @@ func TestKeepalive(t *testing.T) {
 // event promptly, and the slow one, once finals alone overflow its queue, is
 // told to reconnect with its Last-Event-ID.
 func TestSlowClientIsBoundedAndSlowsNoOne(t *testing.T) {
-	const queueEvents, queueBytes = 32, 64 << 10
+	// The byte bound is the whole lag a client may have: the queue is the
+	// only buffer between the run's live tail and the client (no consumer
+	// of its own buffers ahead). 1 MiB holds all the text a burst publishes
+	// here, so the fast clients, on a loaded machine, never overflow, and
+	// the slow one overflows on its finals (the event bound).
+	const queueEvents, queueBytes = 32, 1 << 20
 	f := newFixture(t, store.Config{}, Options{QueueEvents: queueEvents, QueueBytes: queueBytes})
 	ctx := ctxT(t)
 	slow := f.get(ctx, f.url(runA, "after=0"), nil) // never read until the end
@@ -398,7 +403,7 @@ func TestSlowClientIsBoundedAndSlowsNoOne(t *testing.T) {
 		}
 		n, _ := strconv.ParseUint(m.id, 10, 64)
 		if n <= prev {
-			t.Fatalf("slow client: id %d after %d", n, prev)
+			t.Fatalf("slow client: id %d after %d (%q %s %s)", n, prev, m.id, m.ev.Type, m.ev.Value)
 		}
 		prev, lastID = n, m.id
 	}
@@ -418,7 +423,7 @@ func readWhole(rd *sseReader, total, blocks, textLen int) error {
 		}
 		n, _ := strconv.ParseUint(m.id, 10, 64)
 		if n <= prev {
-			return fmt.Errorf("id %d after %d", n, prev)
+			return fmt.Errorf("id %d after %d (%s %s)", n, prev, m.ev.Type, m.ev.Value)
 		}
 		prev = n
 		if m.ev.Final() {

@@ -100,6 +100,18 @@ func (q *Queue) wake() {
 	}
 }
 
+// overflow discards the queue as if it had overflowed: the subscriber is
+// told to reconnect.
+func (q *Queue) overflow() {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.state == queueOpen {
+		q.state = queueOverflowed
+		q.items, q.bytes = nil, 0
+	}
+	q.wake()
+}
+
 // Close marks the end of the source: Next returns what is queued, then
 // ErrClosed's state. err, if not nil, is why the source ended.
 func (q *Queue) Close(err error) {

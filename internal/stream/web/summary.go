@@ -55,7 +55,8 @@ type RunSummary struct {
 	Created metav1.Time `json:"created,omitzero"`
 	// Steps is status.steps.
 	Steps int64 `json:"steps"`
-	// Budget is status.budget's used and granted counters.
+	// Budget is the run's usage (status.budget.used) of its budget
+	// (spec.budget).
 	Budget Budget `json:"budget"`
 	// PendingApprovals is status.pendingApprovals (never null on the wire).
 	PendingApprovals []PendingApproval `json:"pendingApprovals"`
