@@ -300,6 +300,16 @@ func main() {
 		setupLog.Error(err, "Failed to set up ready check")
 		os.Exit(1)
 	}
+	// Every replica serves the webhooks, leader or not (the webhook server
+	// needs no leadership); a replica is in the webhook Service's endpoints
+	// only once its webhook server answers TLS.
+	// nolint:goconst
+	if os.Getenv("ENABLE_WEBHOOKS") != "false" {
+		if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+			setupLog.Error(err, "Failed to set up the webhook ready check")
+			os.Exit(1)
+		}
+	}
 
 	setupLog.Info("Starting manager")
 	if err := mgr.Start(ctrl.SetupSignalHandler()); err != nil {

@@ -56,6 +56,7 @@ import (
 
 	v1alpha1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/devstack/node"
+	"github.com/agentrun-dev/agentrun/internal/devstack/webhookpatch"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
@@ -267,9 +268,6 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	if err := wio.PrepWithoutInstalling(); err != nil {
 		return nil, fmt.Errorf("preparing webhook configurations: %w", err)
 	}
-	if err := applyNamespaceSelectors(opts.Root, wio); err != nil {
-		return nil, err
-	}
 	prepDir := wio.LocalServingCertDir
 	if s.Admin, err = s.Env.Start(); err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
@@ -293,6 +291,11 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	}
 	if s.Clientset, err = kubernetes.NewForConfig(s.Admin); err != nil {
 		return nil, err
+	}
+	// envtest installed config/webhook/manifests.yaml as controller-gen
+	// wrote it; config/webhook's kustomize patches add the rest.
+	if err := webhookpatch.Apply(ctx, s.Client, filepath.Join(opts.Root, "config", "webhook")); err != nil {
+		return nil, fmt.Errorf("patching the webhook configurations as config/webhook/kustomization.yaml does: %w", err)
 	}
 
 	// 2. The operator's namespace, RBAC and admission policies from config/.
@@ -357,64 +360,6 @@ func writeKubeconfig(u *envtest.AuthenticatedUser, path string) error {
 		return err
 	}
 	return os.WriteFile(path, kc, 0o600)
-}
-
-// applyNamespaceSelectors gives the webhooks the namespaceSelector of
-// config/webhook/*_namespace_selector_patch.yaml, as kustomize does.
-func applyNamespaceSelectors(root string, wio *envtest.WebhookInstallOptions) error {
-	read := func(name string) ([]*metav1.LabelSelector, error) {
-		data, err := os.ReadFile(filepath.Join(root, "config", "webhook", name))
-		if err != nil {
-			return nil, err
-		}
-		var ops []struct {
-			Path  string               `json:"path"`
-			Value metav1.LabelSelector `json:"value"`
-		}
-		if err := yaml.Unmarshal(data, &ops); err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		out := []*metav1.LabelSelector{}
-		for _, op := range ops {
-			// /webhooks/<i>/namespaceSelector
-			parts := strings.Split(op.Path, "/")
-			if len(parts) != 4 || parts[3] != "namespaceSelector" {
-				continue
-			}
-			i, err := strconv.Atoi(parts[2])
-			if err != nil {
-				continue
-			}
-			for len(out) <= i {
-				out = append(out, nil)
-			}
-			out[i] = op.Value.DeepCopy()
-		}
-		return out, nil
-	}
-	vsel, err := read("validating_namespace_selector_patch.yaml")
-	if err != nil {
-		return err
-	}
-	msel, err := read("mutating_namespace_selector_patch.yaml")
-	if err != nil {
-		return err
-	}
-	for _, w := range wio.ValidatingWebhooks {
-		for i := range w.Webhooks {
-			if i < len(vsel) && vsel[i] != nil {
-				w.Webhooks[i].NamespaceSelector = vsel[i]
-			}
-		}
-	}
-	for _, w := range wio.MutatingWebhooks {
-		for i := range w.Webhooks {
-			if i < len(msel) && msel[i] != nil {
-				w.Webhooks[i].NamespaceSelector = msel[i]
-			}
-		}
-	}
-	return nil
 }
 
 // install creates the operator's namespace and applies config/rbac and

@@ -31,7 +31,6 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	admissionv1 "k8s.io/api/admissionregistration/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -50,6 +49,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/controller"
+	"github.com/agentrun-dev/agentrun/internal/devstack/webhookpatch"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/test/utils"
@@ -86,20 +86,6 @@ var (
 func TestAdmission(t *testing.T) {
 	RegisterFailHandler(Fail)
 	RunSpecs(t, "Admission and Authority Suite")
-}
-
-// namespaceSelector returns the namespaceSelector of the kustomize patch
-// (config/webhook/*_namespace_selector_patch.yaml) to the webhooks envtest
-// installs, so the suite runs the same hygiene a cluster gets.
-func namespaceSelector() *metav1.LabelSelector {
-	data, err := os.ReadFile(filepath.Join(utils.ProjectRoot(), "config", "webhook", "validating_namespace_selector_patch.yaml"))
-	Expect(err).NotTo(HaveOccurred())
-	var ops []struct {
-		Value metav1.LabelSelector `json:"value"`
-	}
-	Expect(yaml.Unmarshal(data, &ops)).To(Succeed())
-	Expect(ops).NotTo(BeEmpty())
-	return &ops[0].Value
 }
 
 // applyFile creates every object of a multi-document YAML file.
@@ -141,24 +127,8 @@ var _ = BeforeSuite(func() {
 	admin, err = client.New(adminConfig, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	By("applying the webhook namespaceSelector of config/webhook's kustomize patches")
-	sel := namespaceSelector()
-	vwcs := &admissionv1.ValidatingWebhookConfigurationList{}
-	Expect(admin.List(ctx, vwcs)).To(Succeed())
-	for i := range vwcs.Items {
-		for j := range vwcs.Items[i].Webhooks {
-			vwcs.Items[i].Webhooks[j].NamespaceSelector = sel
-		}
-		Expect(admin.Update(ctx, &vwcs.Items[i])).To(Succeed())
-	}
-	mwcs := &admissionv1.MutatingWebhookConfigurationList{}
-	Expect(admin.List(ctx, mwcs)).To(Succeed())
-	for i := range mwcs.Items {
-		for j := range mwcs.Items[i].Webhooks {
-			mwcs.Items[i].Webhooks[j].NamespaceSelector = sel
-		}
-		Expect(admin.Update(ctx, &mwcs.Items[i])).To(Succeed())
-	}
+	By("patching the webhooks as config/webhook's kustomization does (namespaceSelector, matchConditions)")
+	Expect(webhookpatch.Apply(ctx, admin, filepath.Join(root, "config", "webhook"))).To(Succeed())
 
 	By("installing the admission policies and the runner role from config/")
 	applyFile(admin, filepath.Join(root, "config", "admission-policy", "runattempt_authority.yaml"), func(u *unstructured.Unstructured) {
