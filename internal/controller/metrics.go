@@ -57,11 +57,21 @@ var runsByPhaseDesc = prometheus.NewDesc("agentrun_runs", "ResearchRuns in the o
 
 // phaseCollector counts runs by phase from the informer cache at scrape time,
 // so the gauge is right after a restart and costs nothing between scrapes.
-type phaseCollector struct{ reader client.Reader }
+// Only the leader reports it: every replica has the same cache, and a sum
+// over replicas would count each run once per replica.
+type phaseCollector struct {
+	reader  client.Reader
+	elected <-chan struct{}
+}
 
 func (c phaseCollector) Describe(ch chan<- *prometheus.Desc) { ch <- runsByPhaseDesc }
 
 func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
+	select {
+	case <-c.elected:
+	default:
+		return // a standby replica
+	}
 	list := &v1alpha1.ResearchRunList{}
 	if err := c.reader.List(context.Background(), list); err != nil {
 		return
@@ -79,9 +89,11 @@ func (c phaseCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// registerPhaseCollector registers the runs-by-phase gauge once per process.
-func registerPhaseCollector(reader client.Reader) {
-	phaseCollectorOnce.Do(func() { metrics.Registry.MustRegister(phaseCollector{reader: reader}) })
+// registerPhaseCollector registers the runs-by-phase gauge once per process;
+// it reports once elected is closed (the manager's Elected: at once without
+// leader election).
+func registerPhaseCollector(reader client.Reader, elected <-chan struct{}) {
+	phaseCollectorOnce.Do(func() { metrics.Registry.MustRegister(phaseCollector{reader: reader, elected: elected}) })
 }
 
 var phaseCollectorOnce sync.Once

@@ -593,7 +593,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		r.MaxConcurrentReconciles = 4
 	}
 	r.facts = newFactClock(r.Clock)
-	registerPhaseCollector(mgr.GetCache())
+	registerPhaseCollector(mgr.GetCache(), mgr.Elected())
 	r.podExpectations = newExpectations(r.Clock, time.Minute)
 	if r.Gateway.URL == "" {
 		r.Gateway.URL = DefaultGatewayURL
