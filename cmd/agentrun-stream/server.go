@@ -54,7 +54,7 @@ func newServer(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, st *stor
 	if err != nil {
 		return nil, err
 	}
-	runs := cachedRuns{c: mgr.GetClient()}
+	runs := cachedRuns{c: mgr.GetClient(), live: mgr.GetAPIReader()}
 	events, err := sse.New(sse.Options{
 		Source: st, Authorizer: authz, RunExists: runs.exists, Snapshot: runs.snapshot,
 		QueueEvents: f.queueEvents, QueueBytes: f.queueBytes, Registerer: ctrlmetrics.Registry,
@@ -65,12 +65,19 @@ func newServer(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, st *stor
 	return web.New(web.Options{Runs: runs, Authorizer: authz, Events: events})
 }
 
-// cachedRuns reads ResearchRuns from the manager's cache.
-type cachedRuns struct{ c client.Reader }
+// cachedRuns reads ResearchRuns from the manager's cache, and from the API
+// server when the cache does not have a run (yet): a client that opens a
+// run's stream right after creating it gets the stream, not a 404.
+type cachedRuns struct{ c, live client.Reader }
 
 func (r cachedRuns) get(ctx context.Context, run stream.RunKey) (*v1alpha1.ResearchRun, error) {
 	var rr v1alpha1.ResearchRun
-	if err := r.c.Get(ctx, client.ObjectKey{Namespace: run.Namespace, Name: run.Name}, &rr); err != nil {
+	key := client.ObjectKey{Namespace: run.Namespace, Name: run.Name}
+	err := r.c.Get(ctx, key, &rr)
+	if apierrors.IsNotFound(err) && r.live != nil {
+		err = r.live.Get(ctx, key, &rr)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &rr, nil
