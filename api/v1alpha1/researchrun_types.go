@@ -17,6 +17,8 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -43,21 +45,26 @@ type OutputReserve struct {
 // Budget is what the run may spend. The operator is the root owner: it grants
 // attempts the working allowance (budget minus reserve minus what earlier
 // attempts used) and, in Finalizing, only the reserve.
-// +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.modelRequests) || self.outputReserve.modelRequests <= self.modelRequests",message="spec.budget.outputReserve.modelRequests must not exceed spec.budget.modelRequests"
-// +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.toolCalls) || self.outputReserve.toolCalls <= self.toolCalls",message="spec.budget.outputReserve.toolCalls must not exceed spec.budget.toolCalls"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.modelRequests) || !has(self.modelRequests) || self.outputReserve.modelRequests <= self.modelRequests",message="spec.budget.outputReserve.modelRequests must not exceed spec.budget.modelRequests"
+// +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.toolCalls) || !has(self.toolCalls) || self.outputReserve.toolCalls <= self.toolCalls",message="spec.budget.outputReserve.toolCalls must not exceed spec.budget.toolCalls"
 // +kubebuilder:validation:XValidation:rule="!has(self.outputReserve) || !has(self.outputReserve.tokens) || (has(self.tokens) && self.outputReserve.tokens <= self.tokens)",message="spec.budget.outputReserve.tokens must not exceed spec.budget.tokens (and needs spec.budget.tokens)"
 type Budget struct {
 	// modelRequests is the total number of model requests the run may make,
-	// reserve included.
+	// reserve included. Unset: the tier's defaults.modelRequests, written by
+	// the admission webhook; a run whose tier has none must set it.
 	// +kubebuilder:validation:Minimum=1
-	// +required
-	ModelRequests int64 `json:"modelRequests"`
-	// toolCalls is the total number of tool calls the run may make, reserve included.
+	// +optional
+	ModelRequests int64 `json:"modelRequests,omitempty"`
+	// toolCalls is the total number of tool calls the run may make, reserve
+	// included. Unset: the tier's defaults.toolCalls, written by the
+	// admission webhook; a run whose tier has none must set it (0 is a
+	// value: no tool calls).
 	// +kubebuilder:validation:Minimum=0
-	// +required
+	// +optional
 	ToolCalls int64 `json:"toolCalls"`
 	// tokens is the total number of model tokens the run may use, reserve
-	// included. Unset means tokens are not budgeted.
+	// included. Unset: the tier's defaults.tokens, else tokens are not
+	// budgeted (a policy or tier that caps tokens requires them).
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Tokens *int64 `json:"tokens,omitempty"`
@@ -65,8 +72,9 @@ type Budget struct {
 	// +optional
 	OutputReserve OutputReserve `json:"outputReserve,omitzero"`
 	// deadline is the run's wall-clock allowance, measured from status.startTime.
-	// When it passes the run finalizes (DeadlineExceeded).
-	// +kubebuilder:default="30m"
+	// When it passes the run finalizes (DeadlineExceeded). Unset: the tier's
+	// defaults.deadline, else 30m (lowered to the tier's cap), written by the
+	// admission webhook.
 	// +optional
 	Deadline *metav1.Duration `json:"deadline,omitempty"`
 	// finalizationGrace is how long finalization may take after the deadline;
@@ -83,8 +91,9 @@ type Budget struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.degradeAtPercent) || !has(self.compressAtPercent) || self.degradeAtPercent <= self.compressAtPercent",message="spec.gates.degradeAtPercent must not exceed spec.gates.compressAtPercent"
 type Gates struct {
 	// maxSteps is the most agent-loop steps the run may take (StepLimit).
+	// Unset: the tier's defaults.maxSteps, else 20 (lowered to the tier's
+	// cap), written by the admission webhook.
 	// +kubebuilder:validation:Minimum=1
-	// +kubebuilder:default=20
 	// +optional
 	MaxSteps int32 `json:"maxSteps,omitempty"`
 	// sameCallLimit is how many times one tool call fingerprint (tool +
@@ -116,10 +125,11 @@ type Gates struct {
 
 // Recovery says how failed attempts are replaced.
 type Recovery struct {
-	// maxAttempts is the most attempts (pods) the run may use, the first included.
+	// maxAttempts is the most attempts (pods) the run may use, the first
+	// included. Unset: the tier's defaults.maxAttempts, else 3 (lowered to
+	// the tier's cap), written by the admission webhook.
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10
-	// +kubebuilder:default=3
 	// +optional
 	MaxAttempts int32 `json:"maxAttempts,omitempty"`
 	// backoff is the wait before a replacement attempt starts.
@@ -143,10 +153,36 @@ type Recovery struct {
 	StartTimeout *metav1.Duration `json:"startTimeout,omitempty"`
 }
 
+// EffectiveDeadline is deadline, or the built-in default when unset (a run
+// admitted without the mutating webhook, which writes it).
+func (b *Budget) EffectiveDeadline() time.Duration {
+	if b == nil || b.Deadline == nil {
+		return DefaultRunDeadline
+	}
+	return b.Deadline.Duration
+}
+
+// EffectiveMaxSteps is maxSteps, or the built-in default when unset.
+func (g *Gates) EffectiveMaxSteps() int32 {
+	if g == nil || g.MaxSteps <= 0 {
+		return DefaultRunMaxSteps
+	}
+	return g.MaxSteps
+}
+
+// EffectiveMaxAttempts is maxAttempts, or the built-in default when unset.
+func (r *Recovery) EffectiveMaxAttempts() int32 {
+	if r == nil || r.MaxAttempts <= 0 {
+		return DefaultRunMaxAttempts
+	}
+	return r.MaxAttempts
+}
+
 // ResearchRunSpec is one research task. Immutable after creation except stop
 // and approvals.
 // +kubebuilder:validation:XValidation:rule="self.sessionRef.name == oldSelf.sessionRef.name && self.goal == oldSelf.goal",message="spec is immutable after creation except spec.stop and spec.approvals"
-// +kubebuilder:validation:XValidation:rule="self.budget.modelRequests == oldSelf.budget.modelRequests && self.budget.toolCalls == oldSelf.budget.toolCalls && self.budget.?tokens.orValue(0) == oldSelf.budget.?tokens.orValue(0) && self.budget.?outputReserve.?modelRequests.orValue(0) == oldSelf.budget.?outputReserve.?modelRequests.orValue(0) && self.budget.?outputReserve.?toolCalls.orValue(0) == oldSelf.budget.?outputReserve.?toolCalls.orValue(0) && self.budget.?outputReserve.?tokens.orValue(0) == oldSelf.budget.?outputReserve.?tokens.orValue(0) && duration(self.budget.?deadline.orValue('0s')) == duration(oldSelf.budget.?deadline.orValue('0s')) && duration(self.budget.?finalizationGrace.orValue('0s')) == duration(oldSelf.budget.?finalizationGrace.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="has(self.tier) == has(oldSelf.tier) && (!has(self.tier) || self.tier == oldSelf.tier)",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="self.budget.?modelRequests.orValue(0) == oldSelf.budget.?modelRequests.orValue(0) && self.budget.?toolCalls.orValue(0) == oldSelf.budget.?toolCalls.orValue(0) && self.budget.?tokens.orValue(0) == oldSelf.budget.?tokens.orValue(0) && self.budget.?outputReserve.?modelRequests.orValue(0) == oldSelf.budget.?outputReserve.?modelRequests.orValue(0) && self.budget.?outputReserve.?toolCalls.orValue(0) == oldSelf.budget.?outputReserve.?toolCalls.orValue(0) && self.budget.?outputReserve.?tokens.orValue(0) == oldSelf.budget.?outputReserve.?tokens.orValue(0) && duration(self.budget.?deadline.orValue('0s')) == duration(oldSelf.budget.?deadline.orValue('0s')) && duration(self.budget.?finalizationGrace.orValue('0s')) == duration(oldSelf.budget.?finalizationGrace.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="self.?gates.?maxSteps.orValue(0) == oldSelf.?gates.?maxSteps.orValue(0) && self.?gates.?sameCallLimit.orValue(0) == oldSelf.?gates.?sameCallLimit.orValue(0) && self.?gates.?noProgressLimit.orValue(0) == oldSelf.?gates.?noProgressLimit.orValue(0) && self.?gates.?degradeAtPercent.orValue(0) == oldSelf.?gates.?degradeAtPercent.orValue(0) && self.?gates.?compressAtPercent.orValue(0) == oldSelf.?gates.?compressAtPercent.orValue(0)",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="self.?recovery.?maxAttempts.orValue(0) == oldSelf.?recovery.?maxAttempts.orValue(0) && duration(self.?recovery.?backoff.orValue('0s')) == duration(oldSelf.?recovery.?backoff.orValue('0s')) && duration(self.?recovery.?heartbeatInterval.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatInterval.orValue('0s')) && duration(self.?recovery.?heartbeatTimeout.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatTimeout.orValue('0s')) && duration(self.?recovery.?startTimeout.orValue('0s')) == duration(oldSelf.?recovery.?startTimeout.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && (self.stop == oldSelf.stop || self.stop == 'Cancel'))",message="spec.stop cannot be removed once set, and may only change from Finalize to Cancel"
@@ -156,6 +192,14 @@ type ResearchRunSpec struct {
 	// one session execute one at a time in creation order.
 	// +required
 	SessionRef LocalObjectReference `json:"sessionRef"`
+	// tier names the RuntimePolicy tier (spec.tiers) whose caps bound the
+	// run and whose defaults fill what it leaves unset. Unset: the policy's
+	// defaultTier; the admission webhook writes the tier it resolved here
+	// when the run is created. Must be unset when the policy has no tiers.
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	// +optional
+	Tier string `json:"tier,omitempty"`
 	// goal is the research task, handed to the agent.
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=8192
@@ -174,8 +218,10 @@ type ResearchRunSpec struct {
 	// +kubebuilder:validation:Type=object
 	// +required
 	Template corev1.PodTemplateSpec `json:"template"`
-	// budget is what the run may spend, with the output reserve.
-	// +required
+	// budget is what the run may spend, with the output reserve. Its
+	// fields may be left to the tier's defaults.
+	// +kubebuilder:default={}
+	// +optional
 	Budget Budget `json:"budget"`
 	// gates are the limits that end an unproductive run.
 	// +kubebuilder:default={}
@@ -271,9 +317,15 @@ type FinalizationStatus struct {
 
 // ResearchRunStatus is written only by the operator (the termination owner).
 type ResearchRunStatus struct {
-	// observedGeneration is the spec generation this status describes.
+	// observedGeneration is the spec generation this status describes; -1
+	// (the API's default) until the operator first writes the status.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// tier is the RuntimePolicy tier the run was admitted under (spec.tier);
+	// empty when its policy has no tiers.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Tier string `json:"tier,omitempty"`
 	// phase is where the run is. Terminated is absorbing; Finalizing is one-way.
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
@@ -339,8 +391,9 @@ type ResearchRunStatus struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	ObservedApprovals int32 `json:"observedApprovals,omitempty"`
-	// conditions: Ready, Succeeded, Finalizing, Recovering, Stalled,
-	// AwaitingApproval.
+	// conditions: Ready, Reconciling (True until the run is Terminated:
+	// kstatus InProgress), Stalled (True for an end kstatus reads as
+	// Failed), Succeeded, Finalizing, Recovering, AwaitingApproval.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -351,6 +404,7 @@ type ResearchRunStatus struct {
 // +kubebuilder:subresource:status
 // +kubebuilder:resource:shortName=rr,categories=agentrun
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionRef.name`
+// +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.spec.tier`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Settlement",type=string,JSONPath=`.status.settlement`
@@ -378,7 +432,10 @@ type ResearchRun struct {
 	// +required
 	Spec ResearchRunSpec `json:"spec"`
 
-	// status is written only by the operator.
+	// status is written only by the operator. Until its first write it
+	// reads observedGeneration -1, so kstatus sees the run as InProgress,
+	// not as Current.
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status ResearchRunStatus `json:"status,omitzero"`
 }

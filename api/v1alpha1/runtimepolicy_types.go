@@ -156,6 +156,87 @@ type RunLimits struct {
 	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
 }
 
+// The values a run gets for a field it leaves unset when its tier (or its
+// policy, which has no tiers) gives none. The admission webhook writes them
+// into the run's spec; internal/lifecycle assumes them for a run admitted
+// without it. A tier's cap lowers them (TierLimits).
+const (
+	DefaultRunDeadline          = 30 * time.Minute
+	DefaultRunMaxSteps    int32 = 20
+	DefaultRunMaxAttempts int32 = 3
+)
+
+// MaxTiers is the most tiers a RuntimePolicy may define.
+const MaxTiers = 16
+
+// TierLimits is the shape of a tier's caps and of its defaults: the six
+// things a run asks for that differ most between task types. As caps, each
+// set field is the most a run of the tier may ask for (unset: only
+// spec.limits bounds it). As defaults, each set field is what a run of the
+// tier gets when it leaves that field unset.
+type TierLimits struct {
+	// modelRequests is for spec.budget.modelRequests (reserve included).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	ModelRequests *int64 `json:"modelRequests,omitempty"`
+	// toolCalls is for spec.budget.toolCalls (reserve included).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ToolCalls *int64 `json:"toolCalls,omitempty"`
+	// tokens is for spec.budget.tokens. A cap on tokens makes a run of the
+	// tier budget them (from the tier's default when it sets none).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	Tokens *int64 `json:"tokens,omitempty"`
+	// maxSteps is for spec.gates.maxSteps.
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxSteps *int32 `json:"maxSteps,omitempty"`
+	// deadline is for spec.budget.deadline.
+	// +optional
+	Deadline *metav1.Duration `json:"deadline,omitempty"`
+	// maxAttempts is for spec.recovery.maxAttempts.
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10
+	// +optional
+	MaxAttempts *int32 `json:"maxAttempts,omitempty"`
+}
+
+// Tier is a class of task (quick, standard, deep, ...) with its own caps and
+// defaults, so that long tasks get more steps and a longer deadline without
+// loosening the limits of every run. A ResearchRun picks one with spec.tier
+// (unset: the policy's defaultTier). Caps and defaults are applied when the
+// run is created: the run keeps what it was admitted with.
+// +kubebuilder:validation:XValidation:rule="!self.?defaults.?modelRequests.hasValue() || !self.?caps.?modelRequests.hasValue() || self.defaults.modelRequests <= self.caps.modelRequests",messageExpression="'tier \"' + self.name + '\": defaults.modelRequests must not exceed caps.modelRequests'",message="a tier's defaults.modelRequests must not exceed its caps.modelRequests"
+// +kubebuilder:validation:XValidation:rule="!self.?defaults.?toolCalls.hasValue() || !self.?caps.?toolCalls.hasValue() || self.defaults.toolCalls <= self.caps.toolCalls",messageExpression="'tier \"' + self.name + '\": defaults.toolCalls must not exceed caps.toolCalls'",message="a tier's defaults.toolCalls must not exceed its caps.toolCalls"
+// +kubebuilder:validation:XValidation:rule="!self.?defaults.?tokens.hasValue() || !self.?caps.?tokens.hasValue() || self.defaults.tokens <= self.caps.tokens",messageExpression="'tier \"' + self.name + '\": defaults.tokens must not exceed caps.tokens'",message="a tier's defaults.tokens must not exceed its caps.tokens"
+// +kubebuilder:validation:XValidation:rule="!self.?defaults.?maxSteps.hasValue() || !self.?caps.?maxSteps.hasValue() || self.defaults.maxSteps <= self.caps.maxSteps",messageExpression="'tier \"' + self.name + '\": defaults.maxSteps must not exceed caps.maxSteps'",message="a tier's defaults.maxSteps must not exceed its caps.maxSteps"
+// +kubebuilder:validation:XValidation:rule="!self.?defaults.?deadline.hasValue() || !self.?caps.?deadline.hasValue() || duration(self.defaults.deadline) <= duration(self.caps.deadline)",messageExpression="'tier \"' + self.name + '\": defaults.deadline must not exceed caps.deadline'",message="a tier's defaults.deadline must not exceed its caps.deadline"
+// +kubebuilder:validation:XValidation:rule="!self.?defaults.?maxAttempts.hasValue() || !self.?caps.?maxAttempts.hasValue() || self.defaults.maxAttempts <= self.caps.maxAttempts",messageExpression="'tier \"' + self.name + '\": defaults.maxAttempts must not exceed caps.maxAttempts'",message="a tier's defaults.maxAttempts must not exceed its caps.maxAttempts"
+type Tier struct {
+	// name is what a run puts in spec.tier.
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`
+	// +required
+	Name string `json:"name"`
+	// description says which tasks the tier is for; for people only.
+	// +kubebuilder:validation:MaxLength=256
+	// +optional
+	Description string `json:"description,omitempty"`
+	// caps bound what a run of this tier may ask for. They may not exceed
+	// spec.limits, which still bound every run.
+	// +optional
+	Caps TierLimits `json:"caps,omitzero"`
+	// defaults fill what a run of this tier leaves unset; each within caps.
+	// A field with no default gets the built-in one (budget.deadline 30m,
+	// gates.maxSteps 20, recovery.maxAttempts 3), lowered to the tier's cap;
+	// budget.modelRequests and budget.toolCalls have none, so a run must set
+	// them when its tier does not.
+	// +optional
+	Defaults TierLimits `json:"defaults,omitzero"`
+}
+
 // SecretKeyRef names one key of a Secret in the policy's namespace.
 type SecretKeyRef struct {
 	// name of the Secret.
@@ -314,6 +395,7 @@ func (e *EventRetention) Bytes() int64 {
 // RuntimePolicySpec is what a platform team allows: the interceptor chain, the
 // tool catalogue with risk, the permission-mode ceiling, queue defaults and caps.
 // +kubebuilder:validation:XValidation:rule="!has(self.models) || self.models.all(m, !has(m.degradedModel) || (m.degradedModel != m.name && self.models.exists(o, o.name == m.degradedModel)))",message="spec.models[].degradedModel must name another model of spec.models"
+// +kubebuilder:validation:XValidation:rule="has(self.defaultTier) ? (has(self.tiers) && self.tiers.exists(t, t.name == self.defaultTier)) : (!has(self.tiers) || size(self.tiers) == 0)",message="spec.defaultTier must name a tier of spec.tiers, and is required when spec.tiers is set"
 // +kubebuilder:validation:XValidation:rule="!has(self.defaultMode) || !has(self.maxMode) || self.maxMode == 'Full' || (self.maxMode == 'Auto' && self.defaultMode != 'Full') || (self.maxMode == 'Edit' && self.defaultMode in ['ReadOnly', 'Plan', 'Edit']) || (self.maxMode == 'Plan' && self.defaultMode in ['ReadOnly', 'Plan']) || self.defaultMode == 'ReadOnly'",message="spec.defaultMode must not be above spec.maxMode"
 type RuntimePolicySpec struct {
 	// interceptors is the chain in registration order. The resolved order
@@ -367,9 +449,23 @@ type RuntimePolicySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Queue QueuePolicy `json:"queue,omitzero"`
-	// limits caps the budgets, deadlines, gates and attempts of runs.
+	// limits caps the budgets, deadlines, gates and attempts of runs,
+	// whatever their tier.
 	// +optional
 	Limits RunLimits `json:"limits,omitzero"`
+	// tiers are classes of task with their own caps and defaults, e.g.
+	// quick, standard and deep. A run picks one with spec.tier; unset, it
+	// gets defaultTier. No tiers: runs are bounded by limits alone.
+	// +kubebuilder:validation:MaxItems=16
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Tiers []Tier `json:"tiers,omitempty"`
+	// defaultTier is the tier of a run that names none. Required when tiers
+	// are set, and must name one of them.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	DefaultTier string `json:"defaultTier,omitempty"`
 	// events bounds the retention of each run's event stream (the run
 	// stream: reasoning, text, tool calls, status) by age and bytes.
 	// +kubebuilder:default={}
@@ -384,7 +480,8 @@ type RuntimePolicySpec struct {
 
 // RuntimePolicyStatus is the operator's view of a policy.
 type RuntimePolicyStatus struct {
-	// observedGeneration is the spec generation this status describes.
+	// observedGeneration is the spec generation this status describes; -1
+	// (the API's default) until the operator first writes the status.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// resolvedChain is the interceptor chain in the order runtimes apply it.
@@ -393,7 +490,9 @@ type RuntimePolicyStatus struct {
 	// +listType=atomic
 	// +optional
 	ResolvedChain []ResolvedInterceptor `json:"resolvedChain,omitempty"`
-	// conditions: Valid says whether the chain and catalogue pass validation.
+	// conditions: Valid says whether the chain, catalogue and tiers pass
+	// validation; Ready follows it, and Stalled is True while it is False
+	// (kstatus reads the policy as Failed).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -421,7 +520,10 @@ type RuntimePolicy struct {
 	// +required
 	Spec RuntimePolicySpec `json:"spec"`
 
-	// status is written by the operator.
+	// status is written by the operator. Until its first write it reads
+	// observedGeneration -1, so kstatus sees the policy as InProgress, not
+	// as Current.
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status RuntimePolicyStatus `json:"status,omitzero"`
 }

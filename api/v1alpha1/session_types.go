@@ -133,7 +133,8 @@ type PhaseCounts struct {
 
 // SessionStatus is the operator's view of a session.
 type SessionStatus struct {
-	// observedGeneration is the spec generation this status describes.
+	// observedGeneration is the spec generation this status describes; -1
+	// (the API's default) until the operator first writes the status.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// mode is the effective permission mode (spec.mode, or the policy's default).
@@ -160,7 +161,9 @@ type SessionStatus struct {
 	// +listType=atomic
 	// +optional
 	ModeHistory []ModeChange `json:"modeHistory,omitempty"`
-	// conditions: Ready says whether the session's policy exists and is valid.
+	// conditions: Ready says whether the session's policy exists and is
+	// valid; Reconciling is True while the policy is missing or not yet
+	// resolved (kstatus: InProgress), Stalled while it is invalid (Failed).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -190,7 +193,10 @@ type Session struct {
 	// +required
 	Spec SessionSpec `json:"spec"`
 
-	// status is written by the operator.
+	// status is written by the operator. Until its first write it reads
+	// observedGeneration -1, so kstatus sees the session as InProgress, not
+	// as Current.
+	// +kubebuilder:default={"observedGeneration":-1}
 	// +optional
 	Status SessionStatus `json:"status,omitzero"`
 }

@@ -144,7 +144,7 @@ func (x *explainer) header() {
 		t.row("Queue:", fmt.Sprintf("position %d", st.QueuePosition))
 	}
 	if st.Attempt > 0 {
-		t.row("Attempt:", fmt.Sprintf("%d of at most %d", st.Attempt, rr.Spec.Recovery.MaxAttempts))
+		t.row("Attempt:", fmt.Sprintf("%d of at most %d", st.Attempt, rr.Spec.Recovery.EffectiveMaxAttempts()))
 	}
 	if times := x.times(); times != "" {
 		t.row("Times:", times)
@@ -283,7 +283,7 @@ func (x *explainer) factOf(r v1alpha1.Reason) []string {
 		return out
 	case v1alpha1.ReasonStepLimit:
 		return []string{fmt.Sprintf("%d steps over all attempts reached maxSteps %d.", st.Gates.Steps,
-			rr.Spec.Gates.MaxSteps)}
+			rr.Spec.Gates.EffectiveMaxSteps())}
 	case v1alpha1.ReasonRepeatedCall:
 		line := fmt.Sprintf("one call was repeated %d times; sameCallLimit is %d.", st.Gates.MaxSameCall,
 			rr.Spec.Gates.SameCallLimit)
@@ -302,7 +302,7 @@ func (x *explainer) factOf(r v1alpha1.Reason) []string {
 	case v1alpha1.ReasonDeadlineExceeded:
 		elapsed, until := x.elapsed()
 		return []string{fmt.Sprintf("%s from start to %s passed the deadline of %s (finalizationGrace %s).",
-			duration.HumanDuration(elapsed), until, durationOf(rr.Spec.Budget.Deadline),
+			duration.HumanDuration(elapsed), until, duration.HumanDuration(rr.Spec.Budget.EffectiveDeadline()),
 			durationOf(rr.Spec.Budget.FinalizationGrace))}
 	case v1alpha1.ReasonCompleted:
 		if x.cur != nil && x.cur.Status.FinishProposed {
@@ -324,7 +324,7 @@ func (x *explainer) factOf(r v1alpha1.Reason) []string {
 			"it is never replayed. " + x.unsafeEffects()}
 	case v1alpha1.ReasonRecoveryExhausted:
 		return []string{fmt.Sprintf("attempts failed %d times; recovery.maxAttempts is %d.",
-			len(x.attempts), rr.Spec.Recovery.MaxAttempts)}
+			len(x.attempts), rr.Spec.Recovery.EffectiveMaxAttempts())}
 	case v1alpha1.ReasonAgentFailed:
 		if f := x.escalated(); f != nil {
 			return []string{fmt.Sprintf("attempt %d escalated a fault that is not retryable: %s/%s: %s",
@@ -463,17 +463,19 @@ func (x *explainer) gates() {
 	gate := func(name v1alpha1.Gate, used int64, limit int32, note string) {
 		t.row(string(name), itoa(used), limitCell(limit), note, state(name, limit > 0 && used >= int64(limit)))
 	}
-	gate(v1alpha1.GateSteps, st.Gates.Steps, g.MaxSteps, "steps over all attempts")
+	gate(v1alpha1.GateSteps, st.Gates.Steps, g.EffectiveMaxSteps(), "steps over all attempts")
 	gate(v1alpha1.GateSameCall, st.Gates.MaxSameCall, g.SameCallLimit, "highest repeat of one call, current attempt")
 	gate(v1alpha1.GateNoProgress, st.Gates.StepsWithoutProgress, g.NoProgressLimit,
 		"steps without progress, current attempt")
+	// A run admitted without the webhook has no deadline, maxSteps or
+	// maxAttempts in its spec; it runs with the built-in ones.
+	deadline := rr.Spec.Budget.EffectiveDeadline()
 	if st.StartTime != nil {
 		elapsed, until := x.elapsed()
-		reached := rr.Spec.Budget.Deadline != nil && elapsed >= rr.Spec.Budget.Deadline.Duration
-		t.row(string(v1alpha1.GateDeadline), duration.HumanDuration(elapsed), durationOf(rr.Spec.Budget.Deadline),
-			"from start to "+until, state(v1alpha1.GateDeadline, reached))
+		t.row(string(v1alpha1.GateDeadline), duration.HumanDuration(elapsed), duration.HumanDuration(deadline),
+			"from start to "+until, state(v1alpha1.GateDeadline, elapsed >= deadline))
 	} else {
-		t.row(string(v1alpha1.GateDeadline), "-", durationOf(rr.Spec.Budget.Deadline), "not started", "")
+		t.row(string(v1alpha1.GateDeadline), "-", duration.HumanDuration(deadline), "not started", "")
 	}
 	t.flush()
 	if st.Gates.LocalFaults > 0 {

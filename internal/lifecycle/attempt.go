@@ -93,8 +93,8 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 			spec.Mode = p.Spec.DefaultMode
 		}
 	}
-	if d.Status.StartTime != nil && run.Spec.Budget.Deadline != nil {
-		spec.Deadline = &metav1.Time{Time: d.Status.StartTime.Add(run.Spec.Budget.Deadline.Duration)}
+	if d.Status.StartTime != nil {
+		spec.Deadline = &metav1.Time{Time: d.Status.StartTime.Add(durationOr(run.Spec.Budget.Deadline, DefaultDeadline))}
 	}
 	spec.HeartbeatInterval = run.Spec.Recovery.HeartbeatInterval
 	return spec

@@ -26,16 +26,18 @@ import (
 )
 
 // Defaults used when a spec field is unset. They are the API's
-// +kubebuilder:default values, so a run the API server defaulted and a run
-// built in a test decide alike.
+// +kubebuilder:default values, or (deadline, maxAttempts, maxSteps) the
+// built-in defaults the admission webhook writes into a run whose tier sets
+// none, so a run the API server defaulted and a run built in a test decide
+// alike.
 const (
-	DefaultDeadline          = 30 * time.Minute
+	DefaultDeadline          = v1alpha1.DefaultRunDeadline
 	DefaultFinalizationGrace = 2 * time.Minute
 	DefaultBackoff           = 5 * time.Second
 	DefaultHeartbeatTimeout  = 60 * time.Second
 	DefaultStartTimeout      = 5 * time.Minute
-	DefaultMaxAttempts       = int32(3)
-	DefaultMaxSteps          = int32(20)
+	DefaultMaxAttempts       = v1alpha1.DefaultRunMaxAttempts
+	DefaultMaxSteps          = v1alpha1.DefaultRunMaxSteps
 	DefaultSameCallLimit     = int32(3)
 	DefaultNoProgressLimit   = int32(5)
 	DefaultDegradeAtPercent  = int32(75)

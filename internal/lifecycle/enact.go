@@ -255,6 +255,7 @@ func (e *enactment) setCondition(t string, s metav1.ConditionStatus, reason, msg
 func (e *enactment) finish() Decision {
 	f, st := e.f, &e.st
 	st.ObservedGeneration = f.in.Generation
+	st.Tier = f.in.Spec.Tier
 	st.Ledger = f.ledger
 	st.Steps = f.steps
 	st.Budget.Used = f.used

@@ -40,7 +40,14 @@ limitations under the License.
 // effect-None tool may be a preview (Plan mode calls previews). An
 // effect-None tool without a server runs in the agent's own process.
 //
-// Both functions are pure. The RuntimePolicy validating webhook calls Validate
-// and rejects on any error; the RuntimePolicy controller writes Resolve's
-// output to status.resolvedChain and Validate's verdict to the Valid condition.
+// The tier rules keep a policy's tiers (limits by task type) consistent:
+// defaultTier names a tier, a tier's defaults are within its caps, and caps
+// and defaults are within spec.limits. ResolveTier and TierFields are how
+// the ResearchRun webhooks read a run's tier: which tier, which default,
+// which cap.
+//
+// Validate, Resolve and ResolveTier are pure. The RuntimePolicy validating
+// webhook calls Validate and rejects on any error; the RuntimePolicy
+// controller writes Resolve's output to status.resolvedChain and Validate's
+// verdict to the Valid condition.
 package policy

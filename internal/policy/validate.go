@@ -101,7 +101,7 @@ const orderNote = "(order is phase, priority, registration; constraints are asse
 
 // Validate checks a RuntimePolicy spec and returns every violation, each as
 // one field error whose path points at the offending field (for example
-// spec.interceptors[2].onError), whose detail names the interceptor or tool
+// spec.interceptors[2].onError), whose detail names the interceptor, tool or tier
 // and the rule, and whose Origin is the Rule. An empty list means the policy
 // is valid. The rules are listed with the Rule constants; ordering rules are
 // checked against Resolve's order, positions in messages count from 1.
@@ -114,6 +114,7 @@ func Validate(spec *v1alpha1.RuntimePolicySpec) field.ErrorList {
 	errs = append(errs, validateTools(spec.Tools, spec.AutoApprove, specPath)...)
 	errs = append(errs, validateServing(spec.Tools, spec.ToolServers, specPath)...)
 	errs = append(errs, validateModes(spec.DefaultMode, spec.MaxMode, specPath)...)
+	errs = append(errs, validateTiers(spec, specPath)...)
 	return errs
 }
 

@@ -117,16 +117,20 @@ var _ = Describe("Samples", func() {
 		Expect(applied).To(BeNumerically(">=", 3))
 	})
 
-	It("defaults gates, recovery and budget times on a minimal run", func() {
+	It("defaults gates, recovery and budget times on a minimal run, and leaves what a tier defaults to the webhook", func() {
 		ns := newNamespace()
 		run := newRun(ns, "minimal")
 		Expect(k8s.Create(ctx, run)).To(Succeed())
 		got := &v1alpha1.ResearchRun{}
 		Expect(k8s.Get(ctx, client.ObjectKeyFromObject(run), got)).To(Succeed())
-		Expect(got.Spec.Gates).To(Equal(v1alpha1.Gates{MaxSteps: 20, SameCallLimit: 3, NoProgressLimit: 5, DegradeAtPercent: 75, CompressAtPercent: 90}))
-		Expect(got.Spec.Recovery.MaxAttempts).To(Equal(int32(3)))
+		// maxSteps, maxAttempts and deadline come from the run's tier, so
+		// the API server cannot default them (it would before the mutating
+		// webhook could tell them unset): the webhook writes the tier's, or
+		// the built-in 20, 3 and 30m (internal/webhook's tier story).
+		Expect(got.Spec.Gates).To(Equal(v1alpha1.Gates{SameCallLimit: 3, NoProgressLimit: 5, DegradeAtPercent: 75, CompressAtPercent: 90}))
+		Expect(got.Spec.Recovery.MaxAttempts).To(BeZero())
 		Expect(got.Spec.Recovery.HeartbeatTimeout.Duration).To(Equal(time.Minute))
-		Expect(got.Spec.Budget.Deadline.Duration).To(Equal(30 * time.Minute))
+		Expect(got.Spec.Budget.Deadline).To(BeNil())
 		Expect(got.Spec.Budget.FinalizationGrace.Duration).To(Equal(2 * time.Minute))
 	})
 })
@@ -168,6 +172,7 @@ var _ = Describe("ResearchRun spec rules", func() {
 		Entry("budget", func(s *v1alpha1.ResearchRunSpec) { s.Budget.ModelRequests = 1000 }, "spec is immutable after creation except spec.stop and spec.approvals"),
 		Entry("gates", func(s *v1alpha1.ResearchRunSpec) { s.Gates.MaxSteps = 1000 }, "spec is immutable after creation except spec.stop and spec.approvals"),
 		Entry("recovery", func(s *v1alpha1.ResearchRunSpec) { s.Recovery.MaxAttempts = 9 }, "spec is immutable after creation except spec.stop and spec.approvals"),
+		Entry("tier", func(s *v1alpha1.ResearchRunSpec) { s.Tier = "deep" }, "spec is immutable after creation except spec.stop and spec.approvals"),
 	)
 
 	It("accepts stop: Finalize, then Cancel, and refuses removing it", func() {

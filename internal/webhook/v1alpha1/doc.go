@@ -30,12 +30,16 @@ limitations under the License.
 //     the stamp), and the Session controller moves the stamp into
 //     status.modeHistory with what the session was doing (its active run,
 //     that run's phase and steps, the queued runs).
-//   - ResearchRun (researchrun_webhook.go): its Session and policy exist; its
-//     budget, deadline, gates and attempts stay within the policy's limits
-//     and its reserve below its budget; its pod template decodes strictly
-//     (no unknown fields) into a valid, restricted pod and stays immutable
-//     by meaning. Each new approval is stamped with its approver and time
-//     (ApprovalStamper).
+//   - ResearchRun (researchrun_webhook.go, tier.go): its Session and policy
+//     exist; its tier is one of the policy's (none when the policy has no
+//     tiers); its budget, deadline, gates and attempts stay within the
+//     policy's limits and its tier's caps, and its reserve below its budget;
+//     its pod template decodes strictly (no unknown fields) into a valid,
+//     restricted pod and stays immutable by meaning. Each new approval is
+//     stamped with its approver and time (ApprovalStamper). A new run gets
+//     its resolved tier and, for what it leaves unset, the tier's defaults
+//     (else the built-in ones) written into its spec; an update keeps them
+//     (TierDefaulter).
 //
 // The webhooks refuse or stamp a request; they never decide a run's phase
 // (internal/lifecycle does) nor write status. They read referents from the

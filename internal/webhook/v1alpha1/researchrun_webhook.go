@@ -45,12 +45,14 @@ import (
 
 // SetupResearchRunWebhookWithManager registers the ResearchRun webhooks. The
 // mutating one is a raw handler so that its patch touches nothing but the
-// approvals it stamps (a re-serialised pod template would be a spurious change).
+// approvals it stamps and the tier defaults it fills (a re-serialised pod
+// template would be a spurious change).
 func SetupResearchRunWebhookWithManager(mgr ctrl.Manager) error {
+	reader := cachedThenLive{cache: mgr.GetClient(), live: mgr.GetAPIReader()}
 	mgr.GetWebhookServer().Register("/mutate-agentrun-dev-v1alpha1-researchrun",
-		&webhook.Admission{Handler: &ApprovalStamper{Clock: clock.RealClock{}}})
+		&webhook.Admission{Handler: runMutator{&ApprovalStamper{Clock: clock.RealClock{}}, &TierDefaulter{Reader: reader}}})
 	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ResearchRun{}).
-		WithValidator(&ResearchRunValidator{Reader: cachedThenLive{cache: mgr.GetClient(), live: mgr.GetAPIReader()}}).
+		WithValidator(&ResearchRunValidator{Reader: reader}).
 		Complete()
 }
 
@@ -128,7 +130,8 @@ func (s *ApprovalStamper) Handle(_ context.Context, req admission.Request) admis
 
 // ResearchRunValidator checks a run against its Session and RuntimePolicy
 // (read from the manager's cache): both exist, the budget, deadline, gates and
-// attempts are within the policy's limits, the reserve is smaller than the
+// attempts are within the policy's limits and its tier's caps (the tier
+// exists), the budget nothing defaults is set, the reserve is smaller than the
 // budget, and the pod template is a valid, restricted pod with at least one
 // container and no unknown fields. On update, the template is immutable.
 type ResearchRunValidator struct {
@@ -251,7 +254,7 @@ func reserveErrors(run *v1alpha1.ResearchRun) field.ErrorList {
 	b := run.Spec.Budget
 	p := field.NewPath("spec", "budget", "outputReserve")
 	var errs field.ErrorList
-	if b.OutputReserve.ModelRequests >= b.ModelRequests {
+	if b.ModelRequests > 0 && b.OutputReserve.ModelRequests >= b.ModelRequests {
 		errs = append(errs, field.Invalid(p.Child("modelRequests"), b.OutputReserve.ModelRequests,
 			fmt.Sprintf("must be smaller than spec.budget.modelRequests (%d): the reserve is for finalizing, the rest for working", b.ModelRequests)))
 	}
@@ -263,7 +266,7 @@ func reserveErrors(run *v1alpha1.ResearchRun) field.ErrorList {
 }
 
 // referents checks the run's Session and RuntimePolicy exist and that the
-// run stays within the policy's limits.
+// run stays within the policy's limits and its tier.
 func (v *ResearchRunValidator) referents(ctx context.Context, run *v1alpha1.ResearchRun) (field.ErrorList, error) {
 	spec := field.NewPath("spec")
 	s := &v1alpha1.Session{}
@@ -287,7 +290,7 @@ func (v *ResearchRunValidator) referents(ctx context.Context, run *v1alpha1.Rese
 	case err != nil:
 		return nil, apierrors.NewInternalError(fmt.Errorf("reading RuntimePolicy %q: %w", s.Spec.PolicyRef.Name, err))
 	}
-	return limitErrors(run, p), nil
+	return append(limitErrors(run, p), tierErrors(ctx, run, p)...), nil
 }
 
 func limitErrors(run *v1alpha1.ResearchRun, p *v1alpha1.RuntimePolicy) field.ErrorList {

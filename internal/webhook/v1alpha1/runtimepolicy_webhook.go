@@ -36,9 +36,9 @@ func SetupRuntimePolicyWebhookWithManager(mgr ctrl.Manager) error {
 
 // +kubebuilder:webhook:path=/validate-agentrun-dev-v1alpha1-runtimepolicy,mutating=false,failurePolicy=fail,sideEffects=None,timeoutSeconds=5,groups=agentrun.dev,resources=runtimepolicies,verbs=create;update,versions=v1alpha1,name=vruntimepolicy-v1alpha1.kb.io,admissionReviewVersions=v1
 
-// RuntimePolicyValidator rejects a policy whose interceptor chain or tool
-// catalogue breaks a rule (internal/policy), naming the interceptor, the field
-// and the rule.
+// RuntimePolicyValidator rejects a policy whose interceptor chain, tool
+// catalogue or tiers break a rule (internal/policy), naming the interceptor,
+// tool or tier, the field and the rule.
 type RuntimePolicyValidator struct{}
 
 var _ admission.Validator[*v1alpha1.RuntimePolicy] = (*RuntimePolicyValidator)(nil)
