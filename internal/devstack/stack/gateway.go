@@ -113,15 +113,21 @@ func (s *Stack) startGateway(ctx context.Context) error {
 
 // StartGateway starts the gateway process and waits until it is ready.
 func (s *Stack) StartGateway(ctx context.Context) error {
+	return s.startProcess(ctx, "gateway", s.Gateway, 60*time.Second)
+}
+
+// startProcess starts one of the stack's processes and waits until its
+// health endpoint says it is ready, saying so on the stack's output.
+func (s *Stack) startProcess(ctx context.Context, name string, p *Operator, timeout time.Duration) error {
 	start := time.Now()
-	if err := s.Gateway.Start(); err != nil {
+	if err := p.Start(); err != nil {
 		return err
 	}
-	if err := s.Gateway.WaitReady(ctx, 60*time.Second); err != nil {
-		return fmt.Errorf("gateway: %w", err)
+	if err := p.WaitReady(ctx, timeout); err != nil {
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	_, _ = fmt.Fprintf(s.opts.out(), "    gateway pid %d ready in %s (log: %s)\n", s.Gateway.Pid(),
-		time.Since(start).Round(100*time.Millisecond), rel(s.opts.Root, s.Gateway.LogPath))
+	_, _ = fmt.Fprintf(s.opts.out(), "    %s pid %d ready in %s (log: %s)\n", name, p.Pid(),
+		time.Since(start).Round(100*time.Millisecond), rel(s.opts.Root, p.LogPath))
 	return nil
 }
 

@@ -80,16 +80,7 @@ func (s *Stack) startStream(ctx context.Context) error {
 // StartStream starts the stream process and waits until it is ready (again,
 // after Stream.Stop or Stream.Kill: same addresses, same store).
 func (s *Stack) StartStream(ctx context.Context) error {
-	start := time.Now()
-	if err := s.Stream.Start(); err != nil {
-		return err
-	}
-	if err := s.Stream.WaitReady(ctx, 60*time.Second); err != nil {
-		return fmt.Errorf("agentrun-stream: %w", err)
-	}
-	_, _ = fmt.Fprintf(s.opts.out(), "    agentrun-stream pid %d ready in %s (log: %s)\n", s.Stream.Pid(),
-		time.Since(start).Round(100*time.Millisecond), rel(s.opts.Root, s.Stream.LogPath))
-	return nil
+	return s.startProcess(ctx, "agentrun-stream", s.Stream, 60*time.Second)
 }
 
 // ViewerToken returns a token of a service account allowed to get, list

@@ -72,14 +72,5 @@ func (s *Stack) startTools(ctx context.Context) error {
 // StartTools starts the tool server process and waits until it is ready
 // (again, after Tools.Stop or Tools.Kill: same address, same flags).
 func (s *Stack) StartTools(ctx context.Context) error {
-	start := time.Now()
-	if err := s.Tools.Start(); err != nil {
-		return err
-	}
-	if err := s.Tools.WaitReady(ctx, 30*time.Second); err != nil {
-		return fmt.Errorf("agentrun-tools: %w", err)
-	}
-	_, _ = fmt.Fprintf(s.opts.out(), "    agentrun-tools pid %d ready in %s (log: %s)\n", s.Tools.Pid(),
-		time.Since(start).Round(100*time.Millisecond), rel(s.opts.Root, s.Tools.LogPath))
-	return nil
+	return s.startProcess(ctx, "agentrun-tools", s.Tools, 30*time.Second)
 }
