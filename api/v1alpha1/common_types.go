@@ -287,6 +287,10 @@ const (
 	// ConditionAwaitingApproval is True while a tool call of the run's
 	// current attempt waits for a decision (status.pendingApprovals).
 	ConditionAwaitingApproval = "AwaitingApproval"
+	// ConditionSecurityDegraded is True while the gateway holds the run's
+	// current attempt to its policy's stricter posture because a Security
+	// interceptor fails (status.securityPosture).
+	ConditionSecurityDegraded = "SecurityDegraded"
 )
 
 // Usage is a set of counters in the budget's units.
@@ -398,6 +402,31 @@ type ApprovalRequest struct {
 	// decision came (the policy's approvalTimeout after requestedAt).
 	// +optional
 	ExpiresAt *metav1.Time `json:"expiresAt,omitempty"`
+}
+
+// SecurityPosture is the stricter posture a run is held to while a Security
+// interceptor of its policy fails (RuntimePolicy spec.onSecurityDegraded).
+type SecurityPosture struct {
+	// posture is ConfirmAll or DenyWrites.
+	// +required
+	Posture DegradedPosture `json:"posture"`
+	// since is when the run turned stricter.
+	// +optional
+	Since *metav1.Time `json:"since,omitempty"`
+	// interceptor is the Security interceptor whose errors did it.
+	// +kubebuilder:validation:MaxLength=63
+	// +optional
+	Interceptor string `json:"interceptor,omitempty"`
+	// errorRate is that interceptor's error rate within the window, in
+	// percent, when the threshold was reached.
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=100
+	// +optional
+	ErrorRate int32 `json:"errorRate,omitempty"`
+	// message says what happened and what it means for the run's writes.
+	// +kubebuilder:validation:MaxLength=1024
+	// +optional
+	Message string `json:"message,omitempty"`
 }
 
 // ResolvedInterceptor is one entry of a resolved interceptor chain, in the order

@@ -114,6 +114,17 @@ const (
 	EventReasonApprovalChangedNothing = "ApprovalChangedNothing"
 )
 
+// Reasons of SecurityDegraded (condition and events).
+const (
+	// EventReasonSecurityDegraded (Warning) and condition reason
+	// (SecurityDegraded=True): a Security interceptor fails; the run's
+	// writes need an approval (ConfirmAll) or are refused (DenyWrites).
+	EventReasonSecurityDegraded = "SecurityDegraded"
+	// EventReasonSecurityRecovered (Normal) and condition reason
+	// (SecurityDegraded=False): the run is back to its normal posture.
+	EventReasonSecurityRecovered = "SecurityRecovered"
+)
+
 // Condition reasons of AwaitingApproval.
 const (
 	// ConditionReasonApprovalPending: at least one call waits for a decision.

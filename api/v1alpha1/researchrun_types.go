@@ -385,6 +385,11 @@ type ResearchRunStatus struct {
 	// +listMapKey=actionID
 	// +optional
 	PendingApprovals []ApprovalRequest `json:"pendingApprovals,omitempty"`
+	// securityPosture mirrors the current attempt's: set while the run is
+	// held to its policy's stricter posture because a Security interceptor
+	// fails (condition SecurityDegraded).
+	// +optional
+	SecurityPosture *SecurityPosture `json:"securityPosture,omitempty"`
 	// observedApprovals is how many entries of spec.approvals (append-only)
 	// the operator has judged: each later entry whose action no call waits
 	// on gets one ApprovalChangedNothing warning.

@@ -124,6 +124,10 @@ type PolicySnapshot struct {
 	// approvalTimeout is how long a call waits for a decision.
 	// +optional
 	ApprovalTimeout *metav1.Duration `json:"approvalTimeout,omitempty"`
+	// onSecurityDegraded is the policy's stricter posture while a Security
+	// interceptor fails.
+	// +optional
+	OnSecurityDegraded *SecurityDegraded `json:"onSecurityDegraded,omitempty"`
 	// events is the policy's retention of the run stream: the gateway stores
 	// the attempt's events with maxAge as their TTL. Unset fields mean the
 	// defaults (EventRetention.Age, Bytes).
@@ -385,6 +389,11 @@ type RunAttemptStatus struct {
 	// +kubebuilder:validation:MaxLength=4096
 	// +optional
 	Checkpoint string `json:"checkpoint,omitempty"`
+	// securityPosture is set while the gateway holds the attempt to the
+	// policy's stricter posture (spec.policy.onSecurityDegraded) because a
+	// Security interceptor fails; unset is the normal posture.
+	// +optional
+	SecurityPosture *SecurityPosture `json:"securityPosture,omitempty"`
 	// heartbeatTime is when the agent last reported it is alive.
 	// +optional
 	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`

@@ -471,11 +471,92 @@ type RuntimePolicySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Events EventRetention `json:"events,omitzero"`
+	// onSecurityDegraded switches the policy's runs to a stricter posture
+	// while one of its Security interceptors fails (an error or panic of
+	// its hook, not a veto) at errorRate percent or more of its calls
+	// within window: the gateway then asks for an approval of every write
+	// (ConfirmAll) or refuses writes (DenyWrites), and goes back to normal
+	// once a full window passes without the threshold being reached. Unset:
+	// no stricter posture.
+	// +optional
+	OnSecurityDegraded *SecurityDegraded `json:"onSecurityDegraded,omitempty"`
 	// runnerServiceAccountName is the service account attempt pods run as.
 	// +kubebuilder:default=agentrun-runner
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	RunnerServiceAccountName string `json:"runnerServiceAccountName,omitempty"`
+}
+
+// DegradedPosture is the stricter posture of a policy's runs while a
+// Security interceptor is unstable.
+// +kubebuilder:validation:Enum=ConfirmAll;DenyWrites
+type DegradedPosture string
+
+const (
+	// PostureConfirmAll: every Write or External tool call needs an
+	// approval, auto-approved tools included.
+	PostureConfirmAll DegradedPosture = "ConfirmAll"
+	// PostureDenyWrites: every Write or External tool call is refused
+	// (security_degraded).
+	PostureDenyWrites DegradedPosture = "DenyWrites"
+)
+
+// SecurityDegraded is when and how a policy's runs turn stricter while a
+// Security interceptor's dependency fails.
+type SecurityDegraded struct {
+	// errorRate is the percentage of a Security interceptor's calls within
+	// window that must fail for the runs to turn stricter (1..100).
+	// +kubebuilder:default=20
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 100",message="spec.onSecurityDegraded.errorRate must be between 1 and 100 (percent)"
+	// +optional
+	ErrorRate int32 `json:"errorRate,omitempty"`
+	// window is the sliding window the error rate is measured over, and how
+	// long the stricter posture lasts after the threshold was last reached
+	// (10s..1h).
+	// +kubebuilder:default="1m"
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('10s') && duration(self) <= duration('1h')",message="spec.onSecurityDegraded.window must be between 10s and 1h"
+	// +optional
+	Window *metav1.Duration `json:"window,omitempty"`
+	// minCalls is the fewest calls of an interceptor within window that can
+	// degrade the runs: fewer never do, whatever their error rate.
+	// +kubebuilder:default=5
+	// +kubebuilder:validation:XValidation:rule="self >= 1 && self <= 10000",message="spec.onSecurityDegraded.minCalls must be between 1 and 10000"
+	// +optional
+	MinCalls int32 `json:"minCalls,omitempty"`
+	// posture is what the runs do while degraded: ConfirmAll or DenyWrites.
+	// +required
+	Posture DegradedPosture `json:"posture"`
+}
+
+// Defaults of SecurityDegraded.
+const (
+	DefaultDegradedErrorRate int32 = 20
+	DefaultDegradedWindow          = time.Minute
+	DefaultDegradedMinCalls  int32 = 5
+)
+
+// Rate is errorRate, or its default when unset.
+func (s *SecurityDegraded) Rate() int32 {
+	if s.ErrorRate <= 0 {
+		return DefaultDegradedErrorRate
+	}
+	return s.ErrorRate
+}
+
+// WindowDuration is window, or its default when unset.
+func (s *SecurityDegraded) WindowDuration() time.Duration {
+	if s.Window == nil || s.Window.Duration <= 0 {
+		return DefaultDegradedWindow
+	}
+	return s.Window.Duration
+}
+
+// Min is minCalls, or its default when unset.
+func (s *SecurityDegraded) Min() int32 {
+	if s.MinCalls <= 0 {
+		return DefaultDegradedMinCalls
+	}
+	return s.MinCalls
 }
 
 // RuntimePolicyStatus is the operator's view of a policy.

@@ -388,6 +388,12 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	}
 	verdict := permission.Evaluate(k.obj.Spec.Mode, entry, k.obj.Spec.Policy.AutoApprove)
 	k.mu.Unlock()
+	// A Security interceptor that fails holds the run to the policy's
+	// stricter posture (spec.onSecurityDegraded).
+	verdict, e = degradedAdmission(k.securityPosture(), entry, verdict)
+	if e != nil {
+		return call, entry, e
+	}
 	switch verdict.Verdict {
 	case permission.Deny:
 		return call, entry, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", verdict.Reason)

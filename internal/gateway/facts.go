@@ -68,6 +68,9 @@ type facts struct {
 	finishProposed   bool
 	publication      v1alpha1.Publication
 	checkpoint       string
+	// securityPosture is this gateway's: not seeded from an earlier
+	// process, which had its own evidence.
+	securityPosture *v1alpha1.SecurityPosture
 }
 
 // seed takes over what an earlier process of this same attempt reported, so
@@ -207,5 +210,6 @@ func (f *facts) render() v1alpha1.RunAttemptStatus {
 		FinishProposed:   f.finishProposed,
 		Publication:      f.publication,
 		Checkpoint:       f.checkpoint,
+		SecurityPosture:  f.securityPosture.DeepCopy(),
 	}
 }

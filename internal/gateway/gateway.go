@@ -151,6 +151,7 @@ type Gateway struct {
 
 	interceptors chain.Registry
 	chainMetrics *chain.Metrics
+	security     *securityTracker
 }
 
 // New returns a gateway. Call Run (or Start) before serving.
@@ -219,6 +220,7 @@ func New(opts Options) (*Gateway, error) {
 	})
 	maps.Copy(g.interceptors, opts.Interceptors)
 	g.chainMetrics = chain.NewMetrics(opts.Registry)
+	g.security = newSecurityTracker(opts.Clock, g.notifySecurity)
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.wg.Add(1)
 	go g.janitor()

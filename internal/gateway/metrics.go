@@ -38,6 +38,7 @@ type metrics struct {
 	statusWriteSeconds prometheus.Histogram
 	toolCalls          *prometheus.CounterVec
 	toolSeconds        *prometheus.HistogramVec
+	securityDegraded   *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -87,9 +88,13 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from dispatch to a tool server's answer, by server and outcome (ok, tool_error, no_answer).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"server", labelOutcome}),
+		securityDegraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "agentrun_gateway_security_degraded",
+			Help: "1 while a policy's runs are held to its stricter posture (spec.onSecurityDegraded), else 0.",
+		}, []string{labelNamespace, labelPolicy}),
 	}
 	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.upstreamSeconds,
-		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds} {
+		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds, m.securityDegraded} {
 		_ = reg.Register(c)
 	}
 	return m

@@ -415,7 +415,8 @@ func (k *keeper) interceptors() (*chain.Chain, error) {
 			k.log.Info("The policy's chain names interceptors this gateway does not implement; they are not Security, so the gateway runs the rest (the agent may run them)",
 				"skipped", skipped)
 		}
-		k.chain, k.chainErr = chain.New(run, k.g.interceptors, k.g.chainMetrics, chain.WithLogger(k.log))
+		k.chain, k.chainErr = chain.New(run, k.g.interceptors, k.g.chainMetrics, chain.WithLogger(k.log),
+			chain.WithObserver(k.chainObserverLocked()))
 	}
 	return k.chain, k.chainErr
 }

@@ -77,14 +77,15 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 	if in.Current == nil && in.Policy != nil {
 		p := in.Policy
 		spec.Policy = v1alpha1.PolicySnapshot{
-			Name:            p.Name,
-			ResolvedChain:   p.Status.ResolvedChain,
-			Tools:           p.Spec.Tools,
-			AutoApprove:     p.Spec.AutoApprove,
-			Models:          p.Spec.Models,
-			ToolServers:     p.Spec.ToolServers,
-			ApprovalTimeout: p.Spec.ApprovalTimeout,
-			Events:          eventRetention(p.Spec.Events),
+			Name:               p.Name,
+			ResolvedChain:      p.Status.ResolvedChain,
+			Tools:              p.Spec.Tools,
+			AutoApprove:        p.Spec.AutoApprove,
+			Models:             p.Spec.Models,
+			ToolServers:        p.Spec.ToolServers,
+			ApprovalTimeout:    p.Spec.ApprovalTimeout,
+			OnSecurityDegraded: p.Spec.OnSecurityDegraded.DeepCopy(),
+			Events:             eventRetention(p.Spec.Events),
 		}
 		if in.Previous != nil && !in.PolicyReady {
 			spec.Policy = *in.Previous.Spec.Policy.DeepCopy()

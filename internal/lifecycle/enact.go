@@ -274,13 +274,14 @@ func (e *enactment) finish() Decision {
 	st.Message = textutil.Truncate(st.Message, maxMessage)
 	e.conditions()
 	e.approvals()
+	e.securityPosture()
 	for _, a := range f.in.Attempts {
 		if a.Attempt < st.Attempt && !slices.Contains(e.d.Superseded, a.Attempt) {
 			e.d.Superseded = append(e.d.Superseded, a.Attempt)
 		}
 	}
 	slices.Sort(e.d.Superseded)
-	e.d.Events = append(e.events(), e.approvalEvents()...)
+	e.d.Events = append(append(e.events(), e.approvalEvents()...), e.securityEvents()...)
 	e.d.RequeueAfter = e.requeueAfter()
 	e.d.Status = *st
 	return e.d

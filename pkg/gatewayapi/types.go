@@ -134,6 +134,10 @@ const (
 	// CodeInterceptorRefused: an interceptor of the policy's chain refused
 	// the call (a fail-closed interceptor failed, or one vetoed it).
 	CodeInterceptorRefused = "interceptor_refused"
+	// CodeSecurityDegraded: a write refused because a Security interceptor
+	// of the policy fails and its onSecurityDegraded posture is DenyWrites;
+	// the message names the interceptor and its error rate. Retry later.
+	CodeSecurityDegraded = "security_degraded"
 	// CodeUseToolDoor: the tool is served by the gateway's MCP door and
 	// cannot be admitted through the agent API.
 	CodeUseToolDoor = "use_tool_door"

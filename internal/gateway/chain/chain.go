@@ -184,6 +184,7 @@ type link struct {
 	canVeto  bool // Pre with veto rights
 	m        linkMetrics
 	box      *queue // resend buffer (buffered links only)
+	obs      func(Observation)
 }
 
 // Chain runs calls through one resolved interceptor chain. It is immutable
@@ -205,7 +206,24 @@ type options struct {
 	resendInterval time.Duration
 	resendTimeout  time.Duration
 	log            logr.Logger
+	observer       func(Observation)
 }
+
+// Observation is the outcome of one hook call, as an observer
+// (WithObserver) sees it.
+type Observation struct {
+	// Interceptor, Class and Phase are the entry's.
+	Interceptor string
+	Class       v1alpha1.InterceptorClass
+	Phase       v1alpha1.InterceptorPhase
+	// Outcome is OutcomeOK, OutcomeError (the hook failed: not a veto),
+	// OutcomePanic, OutcomeVeto or OutcomeVetoIgnored.
+	Outcome string
+}
+
+// Failed reports whether the hook failed (an error or a panic): a veto is
+// an answer, not a failure.
+func (o Observation) Failed() bool { return o.Outcome == OutcomeError || o.Outcome == OutcomePanic }
 
 // WithBufferLimit bounds each buffered interceptor's resend buffer (default
 // 1000 entries); beyond it the oldest entry is dropped and counted.
@@ -220,6 +238,11 @@ func WithResendTimeout(d time.Duration) Option { return func(o *options) { o.res
 // WithLogger sets the logger of the resender and of calls whose context
 // carries no logger (default: discard).
 func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
+
+// WithObserver has fn told the outcome of every hook call of the chain's
+// calls (not of resends), synchronously, after the hook returns: it must
+// not block.
+func WithObserver(fn func(Observation)) Option { return func(o *options) { o.observer = fn } }
 
 // New pairs the resolved chain (in the order given: it is never sorted
 // again) with the registry's implementations. It fails naming every entry
@@ -255,7 +278,7 @@ func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts
 			continue
 		}
 		l := link{spec: e, impl: impl, failOpen: e.OnError == v1alpha1.PostureAllow,
-			canVeto: e.Veto && e.Phase == v1alpha1.InterceptorPre, m: m.forLink(e.Name, e.Phase)}
+			canVeto: e.Veto && e.Phase == v1alpha1.InterceptorPre, m: m.forLink(e.Name, e.Phase), obs: o.observer}
 		l.buffered = l.failOpen && e.Buffered && e.Phase != v1alpha1.InterceptorAround
 		if l.buffered {
 			l.box = &queue{limit: o.bufferLimit}

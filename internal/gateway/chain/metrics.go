@@ -136,25 +136,40 @@ func (m *Metrics) forLink(name string, phase v1alpha1.InterceptorPhase) linkMetr
 	}
 }
 
-// observe times and counts one hook call ending with *err.
+// observe times and counts one hook call ending with *err, and tells the
+// chain's observer (WithObserver) its outcome.
 func (l *link) observe(start time.Time, err *error) {
 	l.m.seconds.Observe(time.Since(start).Seconds())
-	e := *err
-	if e == nil {
+	outcome := outcomeOf(*err, l.canVeto)
+	switch outcome {
+	case OutcomeOK:
 		l.m.ok.Inc()
-		return
+	case OutcomePanic:
+		l.m.panicky.Inc()
+	case OutcomeVeto:
+		l.m.veto.Inc()
+	case OutcomeVetoIgnored:
+		l.m.vetoIgnored.Inc()
+	default:
+		l.m.err.Inc()
+	}
+	if l.obs != nil {
+		l.obs(Observation{Interceptor: l.spec.Name, Class: l.spec.Class, Phase: l.spec.Phase, Outcome: outcome})
+	}
+}
+
+func outcomeOf(e error, canVeto bool) string {
+	if e == nil {
+		return OutcomeOK
 	}
 	if _, ok := e.(errPanic); ok {
-		l.m.panicky.Inc()
-		return
+		return OutcomePanic
 	}
 	if _, ok := errors.AsType[*VetoError](e); ok {
-		if l.canVeto {
-			l.m.veto.Inc()
-		} else {
-			l.m.vetoIgnored.Inc()
+		if canVeto {
+			return OutcomeVeto
 		}
-		return
+		return OutcomeVetoIgnored
 	}
-	l.m.err.Inc()
+	return OutcomeError
 }

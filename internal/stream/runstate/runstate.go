@@ -61,6 +61,18 @@ type State struct {
 	Finalization     string              `json:"finalization,omitempty"`
 	AwaitingApproval bool                `json:"awaitingApproval"`
 	PendingApprovals []Approval          `json:"pendingApprovals,omitempty"`
+	// SecurityPosture is the stricter posture the run is held to while a
+	// Security interceptor of its policy fails (ConfirmAll, DenyWrites),
+	// with why; absent when normal.
+	SecurityPosture *SecurityPosture `json:"securityPosture,omitempty"`
+}
+
+// SecurityPosture is the run's stricter posture.
+type SecurityPosture struct {
+	Posture     v1alpha1.DegradedPosture `json:"posture"`
+	Interceptor string                   `json:"interceptor,omitempty"`
+	ErrorRate   int32                    `json:"errorRate,omitempty"`
+	Message     string                   `json:"message,omitempty"`
 }
 
 // Approval is a tool call waiting for a decision.
@@ -94,6 +106,9 @@ func StateOf(run *v1alpha1.ResearchRun) State {
 			p.ExpiresAt = a.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z")
 		}
 		s.PendingApprovals = append(s.PendingApprovals, p)
+	}
+	if p := st.SecurityPosture; p != nil {
+		s.SecurityPosture = &SecurityPosture{Posture: p.Posture, Interceptor: p.Interceptor, ErrorRate: p.ErrorRate, Message: p.Message}
 	}
 	return s
 }
@@ -276,7 +291,7 @@ func applyPatch(state map[string]json.RawMessage, patch json.RawMessage) map[str
 
 // stateKeys are State's JSON field names, in order.
 var stateKeys = []string{"phase", "reason", "settlement", "message", "queuePosition", "attempt", "steps",
-	"used", "granted", "budget", "directives", "finalization", "awaitingApproval", "pendingApprovals"}
+	"used", "granted", "budget", "directives", "finalization", "awaitingApproval", "pendingApprovals", "securityPosture"}
 
 func fields(s State) map[string]json.RawMessage {
 	m := map[string]json.RawMessage{}

@@ -154,3 +154,35 @@ func TestFoldRebuildsTheCheckpoint(t *testing.T) {
 	}
 	expectTypes(t, Diff(rebuilt, run))
 }
+
+// The run's stricter posture is a field of the state: a STATE_DELTA adds it
+// when the run turns stricter and removes it when it is back to normal.
+func TestSecurityPostureIsAStateDelta(t *testing.T) {
+	run := &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: "team-a", Name: "survey", UID: "u-1"}}
+	run.Status.Phase, run.Status.Attempt = v1alpha1.PhaseRunning, 1
+	var cp Checkpoint
+	cp = publish(t, cp, Diff(cp, run))
+
+	run.Status.SecurityPosture = &v1alpha1.SecurityPosture{Posture: v1alpha1.PostureConfirmAll, Interceptor: "auth",
+		ErrorRate: 60, Message: "auth fails"}
+	evs := Diff(cp, run)
+	expectTypes(t, evs, "STATE_DELTA")
+	var ops []op
+	if err := json.Unmarshal(evs[0].Patch, &ops); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].Op != "add" || ops[0].Path != "/securityPosture" {
+		t.Fatalf("patch %s", evs[0].Patch)
+	}
+	cp = publish(t, cp, evs)
+
+	run.Status.SecurityPosture = nil
+	evs = Diff(cp, run)
+	expectTypes(t, evs, "STATE_DELTA")
+	if err := json.Unmarshal(evs[0].Patch, &ops); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].Op != "remove" || ops[0].Path != "/securityPosture" {
+		t.Fatalf("patch %s", evs[0].Patch)
+	}
+}
