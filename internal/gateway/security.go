@@ -82,11 +82,13 @@ func newSecurityTracker(c clock.WithTickerAndDelayedExecution,
 }
 
 // observer is the chain observer of an attempt of policy key: it counts the
-// outcomes of the chain's Security hooks (a veto is an answer, counted as a
-// call that did not fail).
+// outcomes of the chain's Security hooks on tool calls (a veto is an answer,
+// counted as a call that did not fail). Model requests are not counted:
+// their auth is answered by the model door's token cache, not by the
+// dependency, so their outcomes say nothing of it.
 func (t *securityTracker) observer(key types.NamespacedName, cfg v1alpha1.SecurityDegraded) func(chain.Observation) {
 	return func(o chain.Observation) {
-		if o.Class != v1alpha1.ClassSecurity {
+		if o.Class != v1alpha1.ClassSecurity || o.Kind != chain.KindTool {
 			return
 		}
 		t.record(key, cfg, o.Interceptor, o.Failed())

@@ -66,7 +66,7 @@ func TestSecurityTrackerDegradesAndRecovers(t *testing.T) {
 	tr := newSecurityTracker(clk, seen.notify)
 	obs := tr.observer(policyKey, degradedCfg(v1alpha1.PostureConfirmAll))
 	call := func(name string, class v1alpha1.InterceptorClass, outcome string) {
-		obs(chain.Observation{Interceptor: name, Class: class, Phase: v1alpha1.InterceptorPre, Outcome: outcome})
+		obs(chain.Observation{Kind: chain.KindTool, Interceptor: name, Class: class, Phase: v1alpha1.InterceptorPre, Outcome: outcome})
 	}
 
 	// Three failures of four needed calls: minCalls is not reached.
@@ -74,7 +74,12 @@ func TestSecurityTrackerDegradesAndRecovers(t *testing.T) {
 		call("auth", v1alpha1.ClassSecurity, chain.OutcomeError)
 	}
 	g.Expect(tr.current(policyKey)).To(BeNil())
-	// A Resource interceptor's failures never count.
+	// A model request's auth never counts (the door's token cache answers
+	// it), nor does a Resource interceptor's failure.
+	for range 10 {
+		obs(chain.Observation{Kind: chain.KindModel, Interceptor: "auth", Class: v1alpha1.ClassSecurity,
+			Outcome: chain.OutcomeError})
+	}
 	for range 10 {
 		call("rate_limit", v1alpha1.ClassResource, chain.OutcomeError)
 	}
@@ -115,7 +120,7 @@ func TestSecurityTrackerWindowRunsFromTheLastBreach(t *testing.T) {
 	tr := newSecurityTracker(clk, seen.notify)
 	obs := tr.observer(policyKey, degradedCfg(v1alpha1.PostureDenyWrites))
 	fail := func() {
-		obs(chain.Observation{Interceptor: "auth", Class: v1alpha1.ClassSecurity, Outcome: chain.OutcomeError})
+		obs(chain.Observation{Kind: chain.KindTool, Interceptor: "auth", Class: v1alpha1.ClassSecurity, Outcome: chain.OutcomeError})
 	}
 	for range 4 {
 		fail()

@@ -212,6 +212,8 @@ type options struct {
 // Observation is the outcome of one hook call, as an observer
 // (WithObserver) sees it.
 type Observation struct {
+	// Kind is the call's: Tool or Model.
+	Kind Kind
 	// Interceptor, Class and Phase are the entry's.
 	Interceptor string
 	Class       v1alpha1.InterceptorClass
@@ -411,19 +413,19 @@ func (r *releases) release() {
 // pre1, around and post1 call one hook, timing and counting it; a panic is
 // returned as an error (errPanic).
 func (c *Chain) pre1(ctx context.Context, l *link, call *Call) (err error) {
-	defer l.observe(time.Now(), &err)
+	defer l.observe(time.Now(), call.Kind, &err)
 	defer recoverHook(&err)
 	return l.impl.Pre(ctx, call)
 }
 
 func (c *Chain) around(ctx context.Context, l *link, call *Call) (rel func(Outcome), err error) {
-	defer l.observe(time.Now(), &err)
+	defer l.observe(time.Now(), call.Kind, &err)
 	defer recoverHook(&err)
 	return l.impl.Around(ctx, call)
 }
 
 func (c *Chain) post1(ctx context.Context, l *link, call *Call, out *Outcome) (err error) {
-	defer l.observe(time.Now(), &err)
+	defer l.observe(time.Now(), call.Kind, &err)
 	defer recoverHook(&err)
 	return l.impl.Post(ctx, call, out)
 }

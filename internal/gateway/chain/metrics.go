@@ -138,7 +138,7 @@ func (m *Metrics) forLink(name string, phase v1alpha1.InterceptorPhase) linkMetr
 
 // observe times and counts one hook call ending with *err, and tells the
 // chain's observer (WithObserver) its outcome.
-func (l *link) observe(start time.Time, err *error) {
+func (l *link) observe(start time.Time, kind Kind, err *error) {
 	l.m.seconds.Observe(time.Since(start).Seconds())
 	outcome := outcomeOf(*err, l.canVeto)
 	switch outcome {
@@ -154,7 +154,7 @@ func (l *link) observe(start time.Time, err *error) {
 		l.m.err.Inc()
 	}
 	if l.obs != nil {
-		l.obs(Observation{Interceptor: l.spec.Name, Class: l.spec.Class, Phase: l.spec.Phase, Outcome: outcome})
+		l.obs(Observation{Kind: kind, Interceptor: l.spec.Name, Class: l.spec.Class, Phase: l.spec.Phase, Outcome: outcome})
 	}
 }
 

@@ -64,11 +64,11 @@ func TestObserverSeesEveryHookOutcome(t *testing.T) {
 		_, _ = c.Run(context.Background(), toolCall(), r.dispatch("ok"))
 	}
 	g.Expect(got).To(Equal([]chain.Observation{
-		{Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomeOK},
-		{Interceptor: "audit", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, Outcome: chain.OutcomeOK},
-		{Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomeError},
-		{Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomeVeto},
-		{Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomePanic},
+		{Kind: chain.KindTool, Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomeOK},
+		{Kind: chain.KindTool, Interceptor: "audit", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, Outcome: chain.OutcomeOK},
+		{Kind: chain.KindTool, Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomeError},
+		{Kind: chain.KindTool, Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomeVeto},
+		{Kind: chain.KindTool, Interceptor: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Outcome: chain.OutcomePanic},
 	}))
 	failed := []bool{}
 	for _, o := range got {
