@@ -288,6 +288,15 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		writeError(w, e)
 		return
 	}
+	if isFinalizing(spec) && r.Header.Get(gatewayapi.HeaderPurpose) == gatewayapi.PurposeResearch {
+		// The agent's view may lag the phase: a research turn it sends
+		// after the run started Finalizing must not spend the reserve.
+		e := errGrant(gatewayapi.CodeFinalizeOnly,
+			"the run is finalizing: the reserve serves only output work, and this model request declared purpose research")
+		k.refusal(e, "model/"+c.model)
+		writeError(w, e)
+		return
+	}
 	key, err := g.secrets.key(r.Context(), k.key.Namespace, m.APIKeySecretRef)
 	if err != nil {
 		g.log.Error(err, "Could not read a provider key", "runattempt", k.key, fieldModel, m.Name)

@@ -422,3 +422,41 @@ func TestModelDoorSendsOnlyKeysMarkedForIt(t *testing.T) {
 	g.Expect(rec.bodies).To(BeEmpty())
 	g.Expect(e.Status().Usage.ModelRequests).To(BeZero())
 }
+
+// While the run is Finalizing, a model request that declares itself
+// research (an agent whose view lags the phase) is refused with
+// finalize_only and not counted, so it cannot spend the reserve; an output
+// request, or one that declares nothing, is served from it.
+func TestModelDoorServesTheReserveOnlyToOutputWork(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.RunPhase = v1alpha1.PhaseFinalizing
+		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 2, ToolCalls: 1, FinalizeOnly: true}
+	})
+	send := func(purpose string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, e.URL()+"/v1/chat/completions", bytes.NewReader(chat("scripted", "")))
+		g.Expect(err).NotTo(HaveOccurred())
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Authorization", "Bearer "+gatewaytest.Token)
+		if purpose != "" {
+			req.Header.Set(gatewayapi.HeaderPurpose, purpose)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		g.Expect(err).NotTo(HaveOccurred())
+		return resp
+	}
+	resp := send(gatewayapi.PurposeResearch)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
+	eb := errorBody(g, resp)
+	g.Expect(eb.Code).To(Equal(gatewayapi.CodeFinalizeOnly))
+	g.Expect(eb.Message).To(ContainSubstring("declared purpose research"))
+	g.Expect(rec.bodies).To(BeEmpty(), "the research request never reached the provider")
+
+	for _, purpose := range []string{gatewayapi.PurposeOutput, ""} {
+		resp = send(purpose)
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "purpose %q", purpose)
+		_ = resp.Body.Close()
+	}
+	g.Eventually(func() int64 { return e.Status().Usage.ModelRequests }).Should(BeEquivalentTo(2),
+		"the refused research request was not counted")
+}

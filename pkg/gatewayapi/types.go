@@ -24,6 +24,12 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
+// The values of HeaderPurpose.
+const (
+	PurposeResearch = "research"
+	PurposeOutput   = "output"
+)
+
 // Where the gateway is and how an attempt pod proves who it is.
 const (
 	// Audience is the audience of the projected service-account token an
@@ -73,6 +79,12 @@ const (
 	MetaIdempotencyKey = "agentrun.dev/idempotency-key"
 	// HeaderIdempotencyKey carries an idempotent call's key to the tool server.
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// HeaderPurpose, on a model request, declares what it is for:
+	// PurposeResearch or PurposeOutput. While the run is Finalizing the
+	// reserve serves only output work, so a research request is refused
+	// with finalize_only (as a research tool call is) instead of spending
+	// the reserve. A request without it is served as output.
+	HeaderPurpose = "Agentrun-Purpose"
 
 	// HeaderShouldRetry is set to "false" on every refusal, so the official
 	// OpenAI SDKs do not retry a request the grant will refuse again.

@@ -23,11 +23,13 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 	"github.com/agentrun-dev/agentrun/pkg/textutil"
 
 	"github.com/openai/openai-go/v3"
@@ -115,6 +117,11 @@ func chatCompletion(ctx context.Context, c openai.Client, req Request, opts []op
 			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &am})
 		}
 	}
+	purpose := gatewayapi.PurposeResearch
+	if req.Purpose == PurposeFinalize {
+		purpose = gatewayapi.PurposeOutput
+	}
+	opts = append(slices.Clip(opts), option.WithHeader(gatewayapi.HeaderPurpose, purpose))
 	out, err := c.Chat.Completions.New(ctx, params, opts...)
 	if err != nil {
 		return Response{}, classify(ctx, err)
