@@ -18,6 +18,7 @@ package gateway
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -91,8 +92,10 @@ type keeper struct {
 	kick     chan struct{}
 	active   time.Time // last request, for retiring idle keepers
 	// proposed ties the attempt's tool calls to its model's proposals
-	// of them, for the run stream.
-	proposed proposals
+	// of them, for the run stream; streamMeta is its events' metadata
+	// (made once: every model stream chunk is an event).
+	proposed   proposals
+	streamMeta json.RawMessage
 }
 
 // admitted is a tool call the gateway admitted and awaits the outcome of.

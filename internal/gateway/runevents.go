@@ -48,8 +48,11 @@ func (k *keeper) emit(evs ...stream.Event) {
 	k.mu.Lock()
 	run := stream.RunKey{Namespace: k.key.Namespace, Name: k.obj.Spec.RunName}
 	ttl := k.obj.Spec.Policy.Events.Age()
+	if k.streamMeta == nil {
+		k.streamMeta, _ = json.Marshal(map[string]string{"source": "gateway", "attempt": k.key.Name})
+	}
+	meta := k.streamMeta
 	k.mu.Unlock()
-	meta, _ := json.Marshal(map[string]string{"source": "gateway", "attempt": k.key.Name})
 	for _, ev := range evs {
 		ev.Metadata = meta
 		ev.TTL = ttl

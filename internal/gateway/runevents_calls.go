@@ -136,9 +136,10 @@ func (k *keeper) callBlock(callID string) string {
 }
 
 // toolKey compares tool names as models see them: function names cannot
-// hold dots, so agents map notes.write to notes_write.
+// hold dots, so agents map notes.write to notes_write (case and '-' versus
+// '_' are not told apart either).
 func toolKey(name string) string {
-	return strings.NewReplacer(".", "_", "-", "_").Replace(strings.ToLower(name))
+	return strings.ReplaceAll(strings.ToLower(gatewayapi.FunctionName(name)), "-", "_")
 }
 
 // argsKey is arguments' canonical JSON (the text itself if it is not an

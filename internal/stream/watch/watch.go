@@ -296,22 +296,22 @@ func (r *Reconciler) checkpoint(ctx context.Context, nn types.NamespacedName, ke
 	if err != nil {
 		return cp, err
 	}
-	r.mu.Lock()
-	if r.mem == nil {
-		r.mem = map[types.NamespacedName]runstate.Checkpoint{}
-	}
-	r.mem[nn] = cp
-	r.mu.Unlock()
+	r.remember(nn, cp)
 	return cp, nil
 }
 
-func (r *Reconciler) save(ctx context.Context, nn types.NamespacedName, cp runstate.Checkpoint) {
+// remember keeps the run's checkpoint in memory.
+func (r *Reconciler) remember(nn types.NamespacedName, cp runstate.Checkpoint) {
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	if r.mem == nil {
 		r.mem = map[types.NamespacedName]runstate.Checkpoint{}
 	}
 	r.mem[nn] = cp
-	r.mu.Unlock()
+}
+
+func (r *Reconciler) save(ctx context.Context, nn types.NamespacedName, cp runstate.Checkpoint) {
+	r.remember(nn, cp)
 	if r.KV == nil {
 		return
 	}

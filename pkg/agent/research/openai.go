@@ -30,7 +30,6 @@ import (
 	"time"
 
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
-	"github.com/agentrun-dev/agentrun/pkg/textutil"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -59,20 +58,8 @@ func (p *OpenAI) CompleteWith(ctx context.Context, req Request, opts ...option.R
 }
 
 // WireName is a tool's name as a function name of the chat-completions
-// wire format, which may only contain ^[a-zA-Z0-9_-]{1,64}$:
-// "report.publish" → "report_publish".
-func WireName(name string) string {
-	var b strings.Builder
-	for _, r := range name {
-		switch {
-		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '_', r == '-':
-			b.WriteRune(r)
-		default:
-			b.WriteByte('_')
-		}
-	}
-	return textutil.Cut(b.String(), 64)
-}
+// wire format (gatewayapi.FunctionName): "report.publish" → "report_publish".
+func WireName(name string) string { return gatewayapi.FunctionName(name) }
 
 // chatCompletion sends req with c and opts.
 func chatCompletion(ctx context.Context, c openai.Client, req Request, opts []option.RequestOption) (Response, error) {
