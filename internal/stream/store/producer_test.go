@@ -25,6 +25,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	. "github.com/onsi/gomega"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/agentrun-dev/agentrun/internal/stream"
@@ -185,7 +187,8 @@ func TestProducerRefusesInvalid(t *testing.T) {
 func TestProducerRidesOutNATSOutage(t *testing.T) {
 	dir, addr := t.TempDir(), freePort(t)
 	srv := startNATSProcess(t, dir, addr, false)
-	s := openStore(t, Config{URL: srv.url, PublishTimeout: 500 * time.Millisecond})
+	m := NewMetrics(prometheus.NewRegistry())
+	s := openStore(t, Config{URL: srv.url, PublishTimeout: 500 * time.Millisecond, Metrics: m})
 	p := startProducer(t, s, ProducerOptions{Shards: 2, RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond})
 	for i := range 5 {
 		mustEmit(t, p, final(i))
@@ -197,7 +200,9 @@ func TestProducerRidesOutNATSOutage(t *testing.T) {
 	for i := 5; i < 10; i++ {
 		mustEmit(t, p, final(i))
 	}
-	time.Sleep(100 * time.Millisecond) // let the producer fail a few times
+	// The producer tries, fails and keeps the events.
+	NewWithT(t).Eventually(func() float64 { return testutil.ToFloat64(m.PublishErrors) }).
+		WithTimeout(10 * time.Second).Should(BeNumerically(">=", 2))
 	if p.Len() == 0 {
 		t.Fatal("producer published while NATS was down")
 	}
