@@ -397,6 +397,40 @@ type RunAttemptStatus struct {
 	// heartbeatTime is when the agent last reported it is alive.
 	// +optional
 	HeartbeatTime *metav1.Time `json:"heartbeatTime,omitempty"`
+	// liveness names the gateway replica that governs the attempt's
+	// liveness: while that replica renews its Lease and has not written
+	// silentSince, the attempt is alive. Written only when the governing
+	// replica changes and when the attempt goes silent or speaks again, never
+	// periodically.
+	// +optional
+	Liveness *AttemptLiveness `json:"liveness,omitempty"`
+}
+
+// AttemptLiveness is the gateway's liveness fact of an attempt. The attempt's
+// heartbeat is the gateway seeing it (a request under way, an open watch, a
+// call within spec.heartbeatInterval); the gateway's own heartbeat is its
+// Lease. The operator counts the heartbeat timeout from silentSince when set,
+// else from the Lease's last renewal.
+type AttemptLiveness struct {
+	// gateway is the namespace/name of the coordination.k8s.io Lease of the
+	// gateway replica that governs the attempt.
+	// +kubebuilder:validation:MaxLength=317
+	// +required
+	Gateway string `json:"gateway"`
+	// holder is the Lease's holderIdentity of the gateway process that took
+	// the attempt: a Lease held by another identity means that process is
+	// gone.
+	// +kubebuilder:validation:MaxLength=253
+	// +required
+	Holder string `json:"holder"`
+	// since is when that process began governing the attempt.
+	// +required
+	Since metav1.Time `json:"since"`
+	// silentSince is when the governing gateway last saw the attempt, set
+	// once it has not seen it for spec.heartbeatInterval (no request under
+	// way, no open watch); cleared when the agent calls again.
+	// +optional
+	SilentSince *metav1.Time `json:"silentSince,omitempty"`
 }
 
 // +kubebuilder:object:root=true
