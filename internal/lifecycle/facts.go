@@ -356,8 +356,8 @@ func (f *facts) startDeadline(a attempt) (time.Time, bool) {
 	return a.facts.Created.Add(f.lim.startTimeout), true
 }
 
-// lastSignOfLife is the latest of heartbeat, pod start and creation of the
-// current attempt, and of the expiry of each call it has waiting for a
+// lastSignOfLife is the latest of heartbeat (see heartbeat), pod start and
+// creation of the current attempt, and of the expiry of each call it has waiting for a
 // decision (its request time if it has no expiry). A call that waits for a
 // person is a sign of life until it expires: an agent blocked in a tool call
 // for the approvalTimeout (15m by default) may send no heartbeat of its own,
@@ -370,8 +370,8 @@ func (f *facts) lastSignOfLife() time.Time {
 		if a.facts.Created.After(last) {
 			last = a.facts.Created
 		}
-		if hb := a.facts.Status.HeartbeatTime; hb != nil && hb.After(last) {
-			last = hb.Time
+		if hb := f.heartbeat(a.facts); hb.After(last) {
+			last = hb
 		}
 		for _, r := range a.facts.Status.AwaitingApproval {
 			t := r.ExpiresAt
@@ -384,6 +384,57 @@ func (f *facts) lastSignOfLife() time.Time {
 		}
 	}
 	return last
+}
+
+// heartbeat is the latest time attempt a is known to have been alive by
+// its heartbeat. An attempt the gateway governs (status.liveness) has no
+// periodic heartbeat write: the gateway vouches for it through its own
+// Lease, so its heartbeat is
+//   - silentSince, once the governing gateway wrote that it stopped seeing
+//     the attempt;
+//   - else the Lease's renewTime while the process that took the attempt
+//     holds it, fresh or stale: a live gateway renews every few seconds, a
+//     dead one's last renewal is when the timeout starts;
+//   - else, when another process holds the Lease (the gateway restarted),
+//     its acquireTime: the process that took the attempt was gone by then;
+//   - else (the Lease is gone) the last status write.
+//
+// and never before liveness.since. A time after now counts as now (clock
+// skew between the gateway's node and the operator's must not keep an
+// attempt alive). status.heartbeatTime counts too: it is a time the attempt
+// was seen (written by older gateways on their own, and by this one on the
+// writes it makes for other facts).
+func (f *facts) heartbeat(a AttemptFacts) time.Time {
+	s := a.Status
+	var t time.Time
+	if s.HeartbeatTime != nil {
+		t = s.HeartbeatTime.Time
+	}
+	if lv := s.Liveness; lv != nil {
+		t = later(t, lv.Since.Time)
+		l := a.Lease
+		switch {
+		case lv.SilentSince != nil:
+			t = later(t, lv.SilentSince.Time)
+		case !l.Found:
+			t = later(t, a.FactsWritten)
+		case l.Holder != lv.Holder:
+			t = later(t, l.AcquireTime)
+		default:
+			t = later(t, l.RenewTime)
+		}
+	}
+	if t.After(f.now) {
+		return f.now
+	}
+	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 // unsafeInFlight names the first in-flight side effect of the current

@@ -81,6 +81,24 @@ type AttemptFacts struct {
 	// status.heartbeatTime cannot tell it: it is when the agent last
 	// called, never after its pod stopped.
 	FactsWritten time.Time
+	// Lease is the Lease of the gateway replica that governs the attempt's
+	// liveness (Status.Liveness.Gateway), as the operator read it; only read
+	// when Status.Liveness is set.
+	Lease GatewayLease
+}
+
+// GatewayLease is a gateway replica's coordination.k8s.io Lease: the
+// gateway's own heartbeat, which stands for the heartbeat of every attempt
+// it governs and has not found silent.
+type GatewayLease struct {
+	// Found is false when the Lease does not exist.
+	Found bool
+	// Holder is its spec.holderIdentity: the gateway process renewing it.
+	Holder string
+	// AcquireTime is its spec.acquireTime: when Holder took it.
+	AcquireTime time.Time
+	// RenewTime is its spec.renewTime: when Holder last renewed it.
+	RenewTime time.Time
 }
 
 // QueueView is the run's place in its session's queue.
