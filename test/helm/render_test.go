@@ -1,0 +1,299 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package helm
+
+import (
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v4/pkg/chart/common"
+	"helm.sh/helm/v4/pkg/chart/common/util"
+	"helm.sh/helm/v4/pkg/chart/v2/loader"
+	"helm.sh/helm/v4/pkg/engine"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agentrun-dev/agentrun/test/utils"
+)
+
+// The namespace config/default installs into, and the release the tests render.
+const (
+	defaultNamespace = "agentrun-system"
+	releaseName      = "agentrun"
+)
+
+// helmLabels are the labels the chart adds to every object's metadata and
+// kustomize's "managed-by" label: the one documented difference in content
+// (docs/operations.md#helm). Selectors and pod templates carry no such label
+// on either side, so they are compared as they are.
+var helmLabels = []string{
+	"app.kubernetes.io/managed-by", "app.kubernetes.io/instance", "app.kubernetes.io/version", "helm.sh/chart",
+}
+
+// clusterScoped are the kinds config/default holds that have no namespace:
+// kustomize's namespace transformer still writes one on the ones it does not
+// know (ValidatingAdmissionPolicy and its binding), which the API server
+// ignores; the chart writes none.
+var clusterScoped = map[string]bool{
+	"Namespace": true, "CustomResourceDefinition": true, "ClusterRole": true, "ClusterRoleBinding": true,
+	"ValidatingAdmissionPolicy": true, "ValidatingAdmissionPolicyBinding": true,
+	"MutatingWebhookConfiguration": true, "ValidatingWebhookConfiguration": true,
+}
+
+// renderChart renders charts/agentrun as `helm template --include-crds`
+// does for a release named agentrun in namespace, with values over the
+// chart's defaults: the CRDs of crds/ first, then the templates.
+func renderChart(namespace string, values map[string]any) ([]*unstructured.Unstructured, error) {
+	ch, err := loader.Load(filepath.Join(utils.ProjectRoot(), "charts", "agentrun"))
+	if err != nil {
+		return nil, fmt.Errorf("loading the chart: %w", err)
+	}
+	vals, err := util.ToRenderValues(ch, values, common.ReleaseOptions{
+		Name: releaseName, Namespace: namespace, Revision: 1, IsInstall: true,
+	}, nil)
+	if err != nil {
+		return nil, fmt.Errorf("chart values: %w", err)
+	}
+	files, err := engine.Render(ch, vals)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, crd := range ch.CRDObjects() {
+		objs, err := decode(crd.Filename, crd.File.Data)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	names := make([]string, 0, len(files))
+	for name := range files {
+		if strings.HasSuffix(name, ".yaml") {
+			names = append(names, name)
+		}
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		objs, err := decode(name, []byte(files[name]))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, objs...)
+	}
+	return out, nil
+}
+
+// buildKustomize runs `kustomize build dir` through the kustomize API.
+func buildKustomize(dir string) ([]*unstructured.Unstructured, error) {
+	resMap, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("kustomize build %s: %w", dir, err)
+	}
+	data, err := resMap.AsYaml()
+	if err != nil {
+		return nil, err
+	}
+	return decode(dir, data)
+}
+
+// decode reads every object of a multi-document YAML stream.
+func decode(source string, data []byte) ([]*unstructured.Unstructured, error) {
+	var out []*unstructured.Unstructured
+	for i, doc := range strings.Split("\n"+string(data), "\n---") {
+		u := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+			return nil, fmt.Errorf("%s, document %d: %w", source, i, err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+	return out, nil
+}
+
+// key names an object as the comparison does: group, kind, namespace, name.
+func key(u *unstructured.Unstructured) string {
+	ns := u.GetNamespace()
+	if clusterScoped[u.GetKind()] {
+		ns = ""
+	}
+	return fmt.Sprintf("%s %s %s/%s", u.GroupVersionKind().Group, u.GetKind(), ns, u.GetName())
+}
+
+// normalised is u without the documented differences: Helm's and
+// kustomize's labels, and a namespace on a cluster-scoped object.
+func normalised(u *unstructured.Unstructured) map[string]any {
+	c := u.DeepCopy()
+	if clusterScoped[c.GetKind()] {
+		c.SetNamespace("")
+	}
+	if labels := c.GetLabels(); labels != nil {
+		for _, l := range helmLabels {
+			delete(labels, l)
+		}
+		c.SetLabels(labels)
+		if len(labels) == 0 {
+			unstructured.RemoveNestedField(c.Object, "metadata", "labels")
+		}
+	}
+	return c.Object
+}
+
+// compare reports every difference between the objects kustomize built and
+// the ones the chart rendered, after normalisation: an object missing from
+// the chart, one only the chart has, and content that differs.
+func compare(kustomized, rendered []*unstructured.Unstructured) []string {
+	want, got := map[string]*unstructured.Unstructured{}, map[string]*unstructured.Unstructured{}
+	var problems []string
+	for _, set := range []struct {
+		objs []*unstructured.Unstructured
+		into map[string]*unstructured.Unstructured
+		from string
+	}{{kustomized, want, "config/default"}, {rendered, got, "the chart"}} {
+		for _, u := range set.objs {
+			k := key(u)
+			if _, dup := set.into[k]; dup {
+				problems = append(problems, fmt.Sprintf("%s: %s twice", set.from, k))
+			}
+			set.into[k] = u
+		}
+	}
+	for _, k := range sortedKeys(want) {
+		g, ok := got[k]
+		if !ok {
+			problems = append(problems, "missing from the chart: "+k)
+			continue
+		}
+		if d := cmp.Diff(normalised(want[k]), normalised(g)); d != "" {
+			problems = append(problems, fmt.Sprintf("%s differs (-config/default +chart):\n%s", k, d))
+		}
+	}
+	for _, k := range sortedKeys(got) {
+		if _, ok := want[k]; !ok {
+			problems = append(problems, "only in the chart: "+k)
+		}
+	}
+	return problems
+}
+
+func sortedKeys(m map[string]*unstructured.Unstructured) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// withoutNamespaceObject splits config/default's objects into its Namespace
+// and the rest: the chart leaves the release's namespace to
+// `helm install --create-namespace` unless namespace.create is set.
+func withoutNamespaceObject(objs []*unstructured.Unstructured) (*unstructured.Unstructured, []*unstructured.Unstructured) {
+	var ns *unstructured.Unstructured
+	rest := slices.DeleteFunc(slices.Clone(objs), func(u *unstructured.Unstructured) bool {
+		if u.GetKind() == "Namespace" {
+			ns = u
+			return true
+		}
+		return false
+	})
+	return ns, rest
+}
+
+// The chart with its default values renders what config/default builds.
+func TestChartRendersConfigDefault(t *testing.T) {
+	kustomized, err := buildKustomize(filepath.Join(utils.ProjectRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := renderChart(defaultNamespace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nsObj, rest := withoutNamespaceObject(kustomized)
+	if nsObj == nil || nsObj.GetName() != defaultNamespace {
+		t.Fatalf("config/default builds no Namespace %s (got %v)", defaultNamespace, nsObj)
+	}
+	if len(rest) < 60 {
+		t.Fatalf("config/default built %d objects: the comparison would prove little", len(rest))
+	}
+	for _, p := range compare(rest, rendered) {
+		t.Error(p)
+	}
+	t.Logf("compared %d objects of config/default with the chart's", len(rest))
+
+	// With namespace.create the chart renders config/default's Namespace too.
+	withNS, err := renderChart(defaultNamespace, map[string]any{"namespace": map[string]any{"create": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range compare(kustomized, withNS) {
+		t.Errorf("namespace.create=true: %s", p)
+	}
+}
+
+// The comparison itself fails on a missing object, an extra one and a
+// changed field, so a chart that falls behind config/default is caught.
+func TestCompareCatchesDrift(t *testing.T) {
+	kustomized, err := buildKustomize(filepath.Join(utils.ProjectRoot(), "config", "default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest := withoutNamespaceObject(kustomized)
+	rendered, err := renderChart(defaultNamespace, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := slices.IndexFunc(rendered, func(u *unstructured.Unstructured) bool {
+		return u.GetKind() == "ValidatingAdmissionPolicy" && u.GetName() == "agentrun-session-status-authority"
+	})
+	if idx < 0 {
+		t.Fatal("the chart renders no ValidatingAdmissionPolicy agentrun-session-status-authority")
+	}
+	missing := slices.Delete(slices.Clone(rendered), idx, idx+1)
+	changed := slices.Clone(rendered)
+	changed[idx] = rendered[idx].DeepCopy()
+	if err := unstructured.SetNestedField(changed[idx].Object, "Ignore", "spec", "failurePolicy"); err != nil {
+		t.Fatal(err)
+	}
+	extra := append(slices.Clone(rendered), rendered[idx].DeepCopy())
+	extra[len(extra)-1].SetName("agentrun-extra")
+
+	for name, tc := range map[string]struct {
+		chart []*unstructured.Unstructured
+		want  string
+	}{
+		"missing": {missing, "missing from the chart: admissionregistration.k8s.io ValidatingAdmissionPolicy " +
+			"/agentrun-session-status-authority"},
+		"changed": {changed, "ValidatingAdmissionPolicy /agentrun-session-status-authority differs"},
+		"extra":   {extra, "only in the chart: admissionregistration.k8s.io ValidatingAdmissionPolicy /agentrun-extra"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			problems := compare(rest, tc.chart)
+			if len(problems) != 1 || !strings.Contains(problems[0], tc.want) {
+				t.Errorf("compare reported %q, want one problem containing %q", problems, tc.want)
+			}
+		})
+	}
+}
