@@ -32,6 +32,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
@@ -80,6 +81,8 @@ func main() {
 		rateLimit                          float64
 		rateBurst                          int
 		streamURL, streamTLSDir            string
+		leaseName                          string
+		leaseDuration, leaseRenew          time.Duration
 	)
 	flag.StringVar(&listen, "listen", ":8443", "Address the gateway serves agents on (TLS).")
 	flag.StringVar(&certDir, "tls-cert-dir", "", "Directory holding the serving certificate (cert-manager's Secret). "+
@@ -114,6 +117,13 @@ func main() {
 			"refusals are sent there, buffered and never waited for. Empty: no stream events.")
 	flag.StringVar(&streamTLSDir, "stream-tls-cert-dir", "",
 		"Directory with tls.crt, tls.key (the gateway's client certificate) and ca.crt (the stream's CA) for --stream-url.")
+	flag.StringVar(&leaseName, "lease-name", "",
+		"This replica's liveness Lease in --namespace, its heartbeat for every attempt it governs (one write per renewal, "+
+			"none per attempt). Default agentrun-gateway-<node> (--node-name), else agentrun-gateway-<hostname>; "+
+			"- for none (the gateway then writes each attempt's heartbeatTime while its agent calls).")
+	flag.DurationVar(&leaseDuration, "lease-duration", gateway.DefaultLeaseDuration, "The liveness Lease's leaseDurationSeconds.")
+	flag.DurationVar(&leaseRenew, "lease-renew-interval", gateway.DefaultLeaseRenewInterval,
+		"How often the liveness Lease is renewed; keep it well below the runs' heartbeatTimeout.")
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
@@ -161,6 +171,7 @@ func main() {
 
 		DurableAdmission: durableAdmission,
 		Events:           events,
+		Liveness:         liveness(leaseName, namespace, nodeName, leaseDuration, leaseRenew),
 		Log:              ctrl.Log.WithName("gateway"),
 		Registry:         ctrlmetrics.Registry,
 	})
@@ -265,5 +276,28 @@ func main() {
 func observe(gw *gateway.Gateway, o any) {
 	if ra, ok := o.(*v1alpha1.RunAttempt); ok {
 		gw.Observe(ra)
+	}
+}
+
+// liveness is the gateway's liveness Lease from its flags: --lease-name, by
+// default named after the node (one gateway per node, so a restarted or
+// replaced instance on the node renews the same Lease), else the host.
+func liveness(name, namespace, node string, duration, renew time.Duration) gateway.Liveness {
+	if name == "-" {
+		return gateway.Liveness{}
+	}
+	if name == "" {
+		host := node
+		if host == "" {
+			host, _ = os.Hostname()
+		}
+		name = "agentrun-gateway-" + strings.ToLower(host)
+	}
+	if namespace == "" {
+		namespace = "agentrun-system"
+	}
+	return gateway.Liveness{
+		Lease:    types.NamespacedName{Namespace: namespace, Name: name},
+		Duration: duration, RenewInterval: renew,
 	}
 }

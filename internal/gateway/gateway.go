@@ -123,6 +123,9 @@ type Options struct {
 	// Events, if set, receives the run stream's events: model stream
 	// blocks, tool calls and results, refusals (see Emitter).
 	Events Emitter
+	// Liveness is the gateway's Lease, its heartbeat for every attempt it
+	// governs (see Liveness); without a Lease it writes heartbeatTime.
+	Liveness Liveness
 	// Log receives the gateway's logs.
 	Log logr.Logger
 	// Registry receives the gateway's metrics (default: a new registry).
@@ -224,6 +227,10 @@ func New(opts Options) (*Gateway, error) {
 	g.ctx, g.cancel = context.WithCancel(context.Background())
 	g.wg.Add(1)
 	go g.janitor()
+	if g.opts.Liveness.defaults(); g.governs() {
+		lk := newLeaseKeeper(g)
+		g.wg.Go(func() { lk.run(g.ctx) })
+	}
 	return g, nil
 }
 
@@ -363,9 +370,8 @@ func (g *Gateway) attempt(route string, h attemptHandler) http.Handler {
 			writeError(w, e)
 			return
 		}
-		if route != "watch" {
-			k.touch()
-		}
+		k.begin(route == "watch")
+		defer k.end()
 		h(w, r, k)
 		g.metrics.apiSeconds.WithLabelValues(route).Observe(g.clock.Since(start).Seconds())
 	})

@@ -84,13 +84,22 @@ type keeper struct {
 	deleted  bool
 	armed    bool
 	flush    clock.Timer
-	lastSeen time.Time // when the agent last called, its heartbeat
-	beatAt   time.Time // the heartbeat last written
-	lastErr  error
-	rev      uint64 // version of the agent's view
-	wake     chan struct{}
-	kick     chan struct{}
-	active   time.Time // last request, for retiring idle keepers
+	lastSeen time.Time // when the agent last called (or a call of it ended), its heartbeat
+	beatAt   time.Time // the heartbeat last written (without a Lease)
+	// live is the attempt's liveness fact as this keeper knows it, written
+	// with every write (see Liveness); open counts the attempt's requests
+	// under way and open watches; silence is the check of when the attempt
+	// goes silent, armed while nothing is open.
+	live         *v1alpha1.AttemptLiveness
+	liveSeen     *v1alpha1.AttemptLiveness // as last read from the API server
+	open         int
+	silence      clock.Timer
+	silenceArmed bool
+	lastErr      error
+	rev          uint64 // version of the agent's view
+	wake         chan struct{}
+	kick         chan struct{}
+	active       time.Time // last request, for retiring idle keepers
 	// proposed ties the attempt's tool calls to its model's proposals
 	// of them, for the run stream; streamMeta is its events' metadata
 	// (made once: every model stream chunk is an event).
@@ -133,6 +142,7 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 	if hb := obj.Status.HeartbeatTime; hb != nil {
 		k.lastSeen, k.beatAt = hb.Time, hb.Time
 	}
+	k.live, k.liveSeen = obj.Status.Liveness.DeepCopy(), obj.Status.Liveness.DeepCopy()
 	k.obj = obj.DeepCopy()
 	k.obj.Status = v1alpha1.RunAttemptStatus{}
 	k.noteFinalizingLocked()
@@ -220,16 +230,122 @@ func (k *keeper) broadcastLocked() {
 	k.wake = make(chan struct{})
 }
 
-// touch records that the agent called: its heartbeat. A heartbeat is
-// written (coalesced) when the last one written is a third of the
-// heartbeat interval old.
-func (k *keeper) touch() {
+// begin records that a request of the agent starts (watch: it opens the
+// attempt watch): the agent's heartbeat.
+//
+// With a Lease (see Liveness) nothing is written for it unless the
+// liveness fact changes: this process takes the attempt over (the first
+// call it serves, or the first call after another replica took it at least
+// a heartbeat interval ago), or the attempt it had found silent speaks
+// again. Without a Lease a heartbeat is written (coalesced) when the last
+// one written is a third of the heartbeat interval old; a watch is no
+// heartbeat then.
+func (k *keeper) begin(watch bool) {
 	now := k.g.clock.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	k.lastSeen, k.active = now, now
-	if now.Sub(k.beatAt) >= heartbeatInterval(k.obj.Spec)/3 {
-		k.markLocked(false)
+	k.active = now
+	if !k.g.governs() {
+		if watch {
+			return
+		}
+		k.lastSeen = now
+		if now.Sub(k.beatAt) >= heartbeatInterval(k.obj.Spec)/3 {
+			k.markLocked(false)
+		}
+		return
+	}
+	k.lastSeen = now
+	k.open++
+	k.governLocked(now)
+}
+
+// end records that a request of the agent ended (or its watch closed).
+// Once nothing is open, the attempt is silent if nothing opens within its
+// heartbeat interval.
+func (k *keeper) end() {
+	if !k.g.governs() {
+		return
+	}
+	now := k.g.clock.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.open--
+	k.lastSeen = now
+	if k.open == 0 {
+		k.armSilenceLocked(now)
+	}
+}
+
+// governLocked takes the attempt's liveness over when the agent calls this
+// process, and clears silentSince when it calls again after silence.
+func (k *keeper) governLocked(now time.Time) {
+	if k.stoppedLocked() != nil {
+		return // an ended attempt needs no liveness
+	}
+	switch lv := k.live; {
+	case k.g.holds(lv):
+		if lv.SilentSince == nil {
+			return
+		}
+		lv.SilentSince = nil
+		k.log.V(1).Info("Attempt speaks again")
+	case lv != nil && lv.Gateway != k.g.leaseRef() && now.Sub(lv.Since.Time) < heartbeatInterval(k.obj.Spec):
+		// Another replica took it less than an interval ago: requests
+		// balanced between replicas cost at most one takeover per interval.
+		return
+	default:
+		k.live = &v1alpha1.AttemptLiveness{
+			Gateway: k.g.leaseRef(), Holder: k.g.opts.Liveness.Identity, Since: metav1.NewTime(now),
+		}
+		k.log.V(1).Info("Governing attempt liveness", "previous", lv)
+	}
+	k.markLocked(false)
+}
+
+// armSilenceLocked schedules the silence check for a heartbeat interval
+// after the agent was last seen.
+func (k *keeper) armSilenceLocked(now time.Time) {
+	if k.silenceArmed {
+		return
+	}
+	k.silenceArmed = true
+	k.silence = k.g.clock.AfterFunc(max(k.lastSeen.Add(heartbeatInterval(k.obj.Spec)).Sub(now), 0), k.checkSilence)
+}
+
+// checkSilence writes silentSince (when the agent was last seen) once this
+// process, governing the attempt, has not seen it for a heartbeat interval:
+// nothing under way, no watch open. One write per silence; the operator
+// counts the heartbeat timeout from it.
+func (k *keeper) checkSilence() {
+	now := k.g.clock.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.silenceArmed = false
+	if k.open > 0 || !k.g.holds(k.live) || k.live.SilentSince != nil || k.stoppedLocked() != nil {
+		return
+	}
+	if now.Sub(k.lastSeen) < heartbeatInterval(k.obj.Spec) {
+		k.armSilenceLocked(now)
+		return
+	}
+	t := metav1.NewTime(k.lastSeen)
+	k.live.SilentSince = &t
+	k.log.V(1).Info("Attempt went silent", "lastSeen", k.lastSeen)
+	k.markLocked(false)
+}
+
+// observeLivenessLocked takes the liveness fact of a RunAttempt read from
+// the API server when another process wrote it since this keeper last read
+// it: that process took the attempt over, and this keeper's writes then
+// carry its fact, not a stale claim of this one's.
+func (k *keeper) observeLivenessLocked(lv *v1alpha1.AttemptLiveness) {
+	if lv == nil || equality.Semantic.DeepEqual(lv, k.liveSeen) {
+		return // nothing written since: a claim of this keeper not yet written stands
+	}
+	k.liveSeen = lv.DeepCopy()
+	if !k.g.holds(lv) {
+		k.live = lv.DeepCopy()
 	}
 }
 
@@ -250,6 +366,7 @@ func (k *keeper) writeOnce(ctx context.Context) error {
 		if !beat.IsZero() {
 			obj.Status.HeartbeatTime = &metav1.Time{Time: beat}
 		}
+		obj.Status.Liveness = k.live.DeepCopy()
 		k.dirty = false
 		k.armed = false
 		if k.flush != nil {
@@ -369,6 +486,7 @@ func (k *keeper) applySpec(obj *v1alpha1.RunAttempt) {
 		return
 	}
 	changed := k.obj == nil || !equality.Semantic.DeepEqual(k.obj.Spec, obj.Spec)
+	k.observeLivenessLocked(obj.Status.Liveness)
 	k.obj = obj.DeepCopy()
 	k.obj.Status = v1alpha1.RunAttemptStatus{}
 	k.noteFinalizingLocked()

@@ -116,6 +116,10 @@ type Options struct {
 	AuditLog io.Writer
 	// Events receives the gateway's run-stream events (default none).
 	Events gateway.Emitter
+	// Liveness is the gateway's Lease (default none: it writes
+	// heartbeatTime). Each start (Restart) is a new process, with a new
+	// holder identity unless Identity is set.
+	Liveness gateway.Liveness
 }
 
 // Attempt is the test RunAttempt: Running, a grant of 10 model requests and
@@ -284,6 +288,7 @@ func (e *Env) startGateway(flush time.Duration) {
 		Interceptors:     e.opts.Interceptors,
 		AuditLog:         e.opts.AuditLog,
 		Events:           e.opts.Events,
+		Liveness:         e.opts.Liveness,
 	})
 	if err != nil {
 		e.T.Fatal(err)
