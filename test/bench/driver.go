@@ -226,6 +226,8 @@ func (d *driver) traceText() string {
 // runState is what the driver knows of one run (agentrun) or Job.
 type runState struct {
 	pod        string
+	podUID     types.UID
+	podSA      string // the pod's service account (the live agent's token)
 	containers []string
 	attemptIn  bool           // the RunAttempt exists
 	attemptPh  v1alpha1.Phase // its spec.runPhase
@@ -243,14 +245,26 @@ type runState struct {
 	retries     int
 	measured    bool
 	scheduledAt time.Time // stepped arrival: when the run was due
+
+	// live workload: the agent goroutine started; finalizing is closed
+	// when Finalizing is seen on the RunAttempt.
+	agentStarted bool
+	finalizing   chan struct{}
 }
 
 // driver plays kubelet (pod phases) and agent (RunAttempt facts) for one
 // system, event-driven from informers, with a bounded pool of workers.
 type driver struct {
-	sys     string
-	ns      string
-	c       client.Client
+	sys string
+	ns  string
+	c   client.Client
+	// facts writes the RunAttempt facts: as agentrun-gateway, the one author
+	// of facts config/admission-policy allows.
+	facts client.Client
+	live  *liveAgents // live workload: agents talk to the gateway instead
+	// budget, when set, is every run's budget (the live workload's runs
+	// live for minutes).
+	budget  *v1alpha1.Budget
 	cache   cache.Cache
 	writes  *writeCounter
 	q       workqueue.TypedDelayingInterface[string]
@@ -273,7 +287,8 @@ type driver struct {
 	firstErr  atomic.Value
 }
 
-func newDriver(ctx context.Context, sys, ns string, admin *rest.Config, workers int) (*driver, error) {
+func newDriver(ctx context.Context, sys, ns string, pl *plane, workers int) (*driver, error) {
+	admin := pl.admin
 	cfg := rest.CopyConfig(admin)
 	// The driver must never be the bottleneck: no client-side limit.
 	cfg.QPS, cfg.Burst = 1e6, 1e6
@@ -282,6 +297,15 @@ func newDriver(ctx context.Context, sys, ns string, admin *rest.Config, workers 
 	var err error
 	if d.c, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		return nil, err
+	}
+	d.facts = d.c
+	if pl.gatewayCfg != nil {
+		fcfg := rest.CopyConfig(pl.gatewayCfg)
+		fcfg.QPS, fcfg.Burst = 1e6, 1e6
+		fcfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{w: d.writes, next: rt} })
+		if d.facts, err = client.New(fcfg, client.Options{Scheme: scheme}); err != nil {
+			return nil, err
+		}
 	}
 	readCfg := rest.CopyConfig(admin)
 	readCfg.QPS, readCfg.Burst = 1e6, 1e6
@@ -344,7 +368,7 @@ func (d *driver) touch() { d.lastEvent.Store(time.Now().UnixNano()) }
 func (d *driver) state(name string) *runState {
 	st := d.runs[name]
 	if st == nil {
-		st = &runState{}
+		st = &runState{finalizing: make(chan struct{})}
 		d.runs[name] = st
 	}
 	return st
@@ -372,7 +396,7 @@ func (d *driver) onPod(obj any) {
 	d.mu.Lock()
 	st := d.state(name)
 	if st.pod == "" {
-		st.pod = pod.Name
+		st.pod, st.podUID, st.podSA = pod.Name, pod.UID, pod.Spec.ServiceAccountName
 		for _, c := range pod.Spec.Containers {
 			st.containers = append(st.containers, c.Name)
 		}
@@ -398,6 +422,9 @@ func (d *driver) onAttempt(obj any) {
 	st.attemptPh = ra.Spec.RunPhase
 	if ra.Spec.RunPhase == v1alpha1.PhaseFinalizing && st.finalizeAt.IsZero() {
 		st.finalizeAt = now
+		if st.finalizing != nil {
+			close(st.finalizing)
+		}
 	}
 	d.mu.Unlock()
 	d.q.Add(ra.Spec.RunName)
@@ -520,6 +547,15 @@ func (d *driver) sync(ctx context.Context, name string) error {
 		if !snap.attemptIn {
 			return nil // the RunAttempt's event brings us back
 		}
+		if d.live != nil {
+			// The run's agent talks to the gateway, and marks the pod
+			// Succeeded itself once its publication is settled.
+			if !snap.agentStarted {
+				set(func(s *runState) { s.agentStarted = true })
+				d.live.start(name, snap)
+			}
+			return nil
+		}
 		attempt := snap.pod // RunAttempt <run>-1 has the pod's name
 		if !snap.facts {
 			d.traceEvent(name, "driver RunAttempt facts: steps 3, finishProposed")
@@ -575,7 +611,7 @@ func (d *driver) patchAttempt(ctx context.Context, name string, status map[strin
 		return err
 	}
 	ra := &v1alpha1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: d.ns, Name: name}}
-	return d.c.Status().Patch(ctx, ra, client.RawPatch(types.MergePatchType, data))
+	return d.facts.Status().Patch(ctx, ra, client.RawPatch(types.MergePatchType, data))
 }
 
 func podRunning(containers []string, at time.Time) map[string]any {
@@ -652,6 +688,9 @@ func (d *driver) create(ctx context.Context, name, session string, measured bool
 					OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
 				},
 			},
+		}
+		if d.budget != nil {
+			obj.(*v1alpha1.ResearchRun).Spec.Budget = *d.budget
 		}
 	}
 	if measured {

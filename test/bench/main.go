@@ -19,9 +19,10 @@ limitations under the License.
 // toolchain's etcd and kube-apiserver), drives both with the same fake kubelet
 // and agent, and writes docs/benchmarks.md and docs/benchmarks.json.
 //
-//	go run ./test/bench                      # the default set (N = 200, 1000; stepped; 3 trials)
-//	go run ./test/bench -large               # adds N = 5000
+//	go run ./test/bench                      # the default set (see -h; prints its expected duration)
+//	go run ./test/bench -quick -no-write     # a short smoke of every workload
 //	go run ./test/bench -trials 1 -sizes 200 -workloads burst -no-write   # a quick look
+//	go run ./test/bench -systems agentrun -workloads live -live-sizes 50 -trials 1 -no-write
 package main
 
 import (
@@ -66,14 +67,28 @@ func main() {
 
 func run() error {
 	var (
-		sizes        = flag.String("sizes", "200,1000", "burst sizes N (comma-separated)")
-		large        = flag.Bool("large", false, "also run a burst of N = 5000")
+		sizes        = flag.String("sizes", "200,1000,5000", "burst sizes N (comma-separated)")
+		large        = flag.Bool("large", false, "also run a burst of N = 5000 (in the default -sizes already)")
+		quick        = flag.Bool("quick", false, "a short smoke of every workload: 1 trial, serial 20, bursts of 200, rates 10,20, live M = 50 for 20s; explicit flags still win")
 		rates        = flag.String("rates", "10,20,40,80,160", "stepped arrival rates, runs per second")
 		window       = flag.Duration("window", 8*time.Second, "length of each arrival-rate step")
-		trials       = flag.Int("trials", 3, "trials of each workload and system")
+		trials       = flag.Int("trials", 1, "trials of each workload and system (the default set fits in 30 minutes with 1; -trials 3 gives medians with their spread in about an hour)")
+		heavyTrials  = flag.Int("heavy-trials", 1, "trials of the heavy workloads (bursts of N ≥ 5000, live runs): the first ones only")
 		systemsFlag  = flag.String("systems", "job,agentrun", "systems to run")
-		workloadFlag = flag.String("workloads", "serial,burst,stepped,ceiling", "workloads to run")
+		workloadFlag = flag.String("workloads", "serial,burst,stepped,ceiling,live", "workloads to run")
 		serialN      = flag.Int("serial", 50, "runs in the serial workload (one at a time, idle plane)")
+		whSizes      = flag.String("webhook-sizes", "200", "burst sizes also run with the admission webhooks installed (agentrun; empty: none)")
+		whSerial     = flag.Bool("webhook-serial", true, "also run the serial workload with the admission webhooks installed (agentrun)")
+		liveSizes    = flag.String("live-sizes", "250,500,1000,2000", "live workload: M, runs alive at once, stepped up until a step fails")
+		liveWindow   = flag.Duration("live-window", 60*time.Second, "live workload: how long all M runs are alive together (the measurement window)")
+		liveEvery    = flag.Duration("live-interval", 2*time.Second, "live workload: each run's model-call period")
+		liveTools    = flag.Int("live-tools", 3, "live workload: tool calls per run in the window")
+		liveRate     = flag.Int("live-rate", 25, "live workload: runs created per second in the ramp, and finished per second after the window")
+		liveP99      = flag.Duration("live-p99", time.Second, "live workload: a step is sustained while the terminal-fact → phase p99 stays under this")
+		liveWH       = flag.Bool("live-webhooks", true, "live workload: with the admission webhooks and policies installed, as a real install")
+		liveUpLat    = flag.Duration("live-upstream-latency", 20*time.Millisecond, "live workload: the fake upstream's fixed latency")
+		gatewayBin   = flag.String("gateway-bin", "", "use this agentrun-gateway binary instead of building ./cmd/gateway")
+		estimate     = flag.Bool("estimate", false, "print the workloads and the expected duration, and run nothing")
 		workers      = flag.Int("workers", 5, "concurrent syncs for both peers (--run-workers, --concurrent-job-syncs)")
 		qps          = flag.Float64("qps", 1000, "client QPS for both peers (--kube-api-qps); high enough that neither peer's client-side limiter binds")
 		burstQ       = flag.Int("burst", 2000, "client burst for both peers (--kube-api-burst)")
@@ -98,6 +113,18 @@ func run() error {
 		operatorArgs = flag.String("operator-args", "", "extra arguments for the agentrun manager (space-separated), e.g. --zap-log-level=debug")
 	)
 	flag.Parse()
+	if *quick {
+		set := map[string]bool{}
+		flag.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		for name, v := range map[string]string{
+			"sizes": "200", "serial": "20", "trials": "1", "rates": "10,20", "live-sizes": "50", "live-window": "20s",
+			"ceiling-duration": "3s",
+		} {
+			if !set[name] {
+				_ = flag.Set(name, v)
+			}
+		}
+	}
 	if *traceRuns > 0 && *profileDir == "" {
 		*keep = true // the traces are written into the temporary directory
 	}
@@ -147,11 +174,27 @@ func run() error {
 		if err != nil {
 			return fmt.Errorf("-sizes: %w", err)
 		}
-		if *large {
+		if *large && !slices.Contains(ns, 5000) {
 			ns = append(ns, 5000)
 		}
 		for _, n := range ns {
 			workloads = append(workloads, workload{Kind: "burst", N: n})
+		}
+	}
+	if slices.Contains(systems, sysAgentrun) {
+		// The same workloads with the admission webhooks installed, as a
+		// real install has them (agentrun only).
+		if wls.Has("serial") && *whSerial && *serialN > 0 {
+			workloads = append(workloads, workload{Kind: "serial", N: *serialN, Webhooks: true})
+		}
+		if wls.Has("burst") && *whSizes != "" {
+			ns, err := splitInts(*whSizes)
+			if err != nil {
+				return fmt.Errorf("-webhook-sizes: %w", err)
+			}
+			for _, n := range ns {
+				workloads = append(workloads, workload{Kind: "burst", N: n, Webhooks: true})
+			}
 		}
 	}
 	if wls.Has("stepped") {
@@ -163,6 +206,19 @@ func run() error {
 			return fmt.Errorf("-window must be at least 2s")
 		}
 		workloads = append(workloads, workload{Kind: "stepped", Rates: rs, Window: *window})
+	}
+	if wls.Has("live") && slices.Contains(systems, sysAgentrun) {
+		ms, err := splitInts(*liveSizes)
+		if err != nil {
+			return fmt.Errorf("-live-sizes: %w", err)
+		}
+		if *liveRate < 1 || *liveEvery <= 0 || *liveWindow < time.Second {
+			return fmt.Errorf("-live-rate must be at least 1, -live-interval positive and -live-window at least 1s")
+		}
+		workloads = append(workloads, workload{Kind: "live", Webhooks: *liveWH, Live: &liveSettings{
+			Sizes: ms, Window: *liveWindow, Interval: *liveEvery, ToolCalls: *liveTools, Rate: *liveRate,
+			P99Limit: *liveP99, UpstreamLatency: *liveUpLat,
+		}})
 	}
 	if *trials < 1 {
 		return fmt.Errorf("-trials must be at least 1")
@@ -202,6 +258,7 @@ func run() error {
 		profileSeconds: *profileSecs,
 		operatorArgs:   strings.Fields(*operatorArgs),
 		traceRuns:      *traceRuns,
+		gatewayBin:     *gatewayBin,
 	}
 	if *profileDir != "" {
 		if o.profileDir, err = filepath.Abs(*profileDir); err != nil {
@@ -214,10 +271,21 @@ func run() error {
 		// not the benchmark's: they go next to the profiles.
 		*outMD, *outJSON = filepath.Join(o.profileDir, "benchmarks.md"), filepath.Join(o.profileDir, "benchmarks.json")
 	}
+	hasLive := slices.ContainsFunc(workloads, func(w workload) bool { return w.Kind == "live" })
+	expected := expectedDuration(workloads, systems, wls.Has("ceiling"), *trials, *heavyTrials, o)
+	logf("expected duration on a fresh 2-core machine: about %.0f min (%d trials, heavy workloads in %d; the estimate assumes the runs/s of docs/benchmarks.md)",
+		expected.Minutes(), *trials, min(*heavyTrials, *trials))
+	if *estimate {
+		for _, wl := range workloads {
+			fmt.Println(wl.name(), map[bool]string{true: "(heavy)", false: ""}[wl.heavy()])
+		}
+		fmt.Printf("expected: %.1f min\n", expected.Minutes())
+		return nil
+	}
 	rep := &report{
 		Started:  time.Now(),
 		Machine:  machineInfo(*assets),
-		Settings: settings{Peer: o.peer, DriverWorkers: o.driverWorkers, Creators: o.creators, Warmup: o.warmup, Trials: *trials, Workloads: workloads, CeilingWorkers: o.ceilingWorkers, CeilingDurationS: o.ceilingDuration.Seconds()},
+		Settings: settings{Peer: o.peer, DriverWorkers: o.driverWorkers, Creators: o.creators, Warmup: o.warmup, Trials: *trials, HeavyTrials: min(*heavyTrials, *trials), Workloads: workloads, CeilingWorkers: o.ceilingWorkers, CeilingDurationS: o.ceilingDuration.Seconds(), ExpectedMinutes: expected.Minutes()},
 		Command:  commandLine(),
 		Source:   sourceInfo(root),
 	}
@@ -235,6 +303,18 @@ func run() error {
 		}
 		rep.BuildSeconds = time.Since(t).Seconds()
 		logf("built in %.1fs", rep.BuildSeconds)
+	}
+	if hasLive && o.gatewayBin == "" {
+		logf("building agentrun-gateway (go build ./cmd/gateway)")
+		t := time.Now()
+		if o.gatewayBin, err = buildBinary(ctx, root, tmp, "./cmd/gateway", "gateway"); err != nil {
+			return err
+		}
+		rep.BuildSeconds += time.Since(t).Seconds()
+	} else if hasLive {
+		if _, err := os.Stat(o.gatewayBin); err != nil {
+			return fmt.Errorf("-gateway-bin: %w", err)
+		}
 	}
 
 	var failures []string
@@ -254,9 +334,28 @@ func run() error {
 			}
 		}
 		for _, wl := range workloads {
+			if wl.heavy() && trial > *heavyTrials {
+				continue
+			}
+			if wl.Kind == "live" {
+				logf("trial %d: %s agentrun (M = %v, %s window, a model call every %s)", trial, wl.name(), wl.Live.Sizes, wl.Live.Window, wl.Live.Interval)
+				steps, err := live(ctx, o, wl, trial)
+				rep.Live = append(rep.Live, steps...)
+				if err != nil {
+					if ctx.Err() != nil {
+						return finish(rep, root, *outMD, *outJSON, *noWrite, began, ctx.Err())
+					}
+					failures = append(failures, fmt.Sprintf("trial %d %s: %v", trial, wl.name(), err))
+					logf("  failed: %v", err)
+				}
+				continue
+			}
 			order := systems
 			if trial%2 == 0 { // alternate who goes first
 				order = reversed(systems)
+			}
+			if wl.Webhooks {
+				order = []string{sysAgentrun} // the Job controller has no webhooks
 			}
 			for _, sys := range order {
 				logf("trial %d: %s %s", trial, wl.name(), sys)

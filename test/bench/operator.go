@@ -31,8 +31,11 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
 
 	"github.com/agentrun-dev/agentrun/internal/controller"
+	"github.com/agentrun-dev/agentrun/internal/runpod"
+	webhookv1alpha1 "github.com/agentrun-dev/agentrun/internal/webhook/v1alpha1"
 )
 
 // runOperatorMode is `bench operator ...`: the operator's controllers wired as
@@ -48,6 +51,11 @@ func runOperatorMode(args []string) error {
 	metricsAddr := fs.String("metrics-bind-address", "0", "")
 	probeAddr := fs.String("health-probe-bind-address", "0", "")
 	pprofAddr := fs.String("pprof-bind-address", "", "")
+	enableWebhooks := fs.Bool("enable-webhooks", false, "serve the admission webhooks, as cmd/main.go does without ENABLE_WEBHOOKS=false")
+	webhookHost := fs.String("webhook-host", "", "")
+	webhookPort := fs.Int("webhook-port", 9443, "")
+	webhookCertPath := fs.String("webhook-cert-path", "", "")
+	gatewayURL := fs.String("gateway-url", controller.DefaultGatewayURL, "")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -64,6 +72,7 @@ func runOperatorMode(args []string) error {
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
 		PprofBindAddress:       *pprofAddr,
+		WebhookServer:          webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *webhookCertPath}),
 	})
 	if err != nil {
 		return err
@@ -81,8 +90,20 @@ func runOperatorMode(args []string) error {
 	if err := (&controller.ResearchRunReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Clock: clock.RealClock{}, MaxConcurrentReconciles: *workers,
+		Gateway: runpod.Gateway{URL: *gatewayURL},
 	}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+	if *enableWebhooks {
+		for _, setup := range []func(ctrl.Manager) error{
+			webhookv1alpha1.SetupRuntimePolicyWebhookWithManager,
+			webhookv1alpha1.SetupSessionWebhookWithManager,
+			webhookv1alpha1.SetupResearchRunWebhookWithManager,
+		} {
+			if err := setup(mgr); err != nil {
+				return err
+			}
+		}
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return err

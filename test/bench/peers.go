@@ -180,13 +180,18 @@ func (p *proc) tail() string {
 
 // buildOperator builds ./cmd into dir and returns the binary's path.
 func buildOperator(ctx context.Context, root, dir string) (string, error) {
-	out := filepath.Join(dir, "manager")
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd")
+	return buildBinary(ctx, root, dir, "./cmd", "manager")
+}
+
+// buildBinary builds the package pkg into dir/name and returns its path.
+func buildBinary(ctx context.Context, root, dir, pkg, name string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", out, pkg)
 	cmd.Dir = root
 	var buf bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &buf, &buf
 	if err := cmd.Run(); err != nil {
-		return "", fmt.Errorf("go build ./cmd: %w\n%s", err, buf.String())
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, buf.String())
 	}
 	return out, nil
 }
@@ -205,7 +210,9 @@ type peer struct {
 	pprofURL   string // agentrun in profiling mode only
 }
 
-func startPeer(ctx context.Context, sys string, pl *plane, o *options, dir string) (*peer, error) {
+// startPeer starts the controller under test; extraArgs are the agentrun
+// manager's (e.g. --gateway-url for the live workload).
+func startPeer(ctx context.Context, sys string, pl *plane, o *options, dir string, extraArgs ...string) (*peer, error) {
 	pc, assets := o.peer, o.assets
 	switch sys {
 	case sysJob:
@@ -233,14 +240,6 @@ func startPeer(ctx context.Context, sys string, pl *plane, o *options, dir strin
 		if err != nil {
 			return nil, err
 		}
-		webhookPort, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		certDir := filepath.Join(dir, "webhook-certs")
-		if err := selfSignedCert(certDir); err != nil {
-			return nil, err
-		}
 		bin, args := o.operatorBin, []string(nil)
 		var pprofURL string
 		if o.profileDir != "" {
@@ -257,29 +256,52 @@ func startPeer(ctx context.Context, sys string, pl *plane, o *options, dir strin
 			pprofURL = fmt.Sprintf("http://127.0.0.1:%d", pprofPort)
 			bin, args = self, []string{"operator", "--pprof-bind-address=127.0.0.1:" + strconv.Itoa(pprofPort)}
 		}
+		// The manager runs as the operator's service account (the identity
+		// config/admission-policy lets write runs, sessions and attempts).
 		args = append(args,
-			"--kubeconfig="+pl.kubeconfig,
+			"--kubeconfig="+pl.operatorKubeconfig,
 			"--run-workers="+strconv.Itoa(pc.Workers),
 			"--kube-api-qps="+strconv.FormatFloat(pc.QPS, 'f', -1, 64),
 			"--kube-api-burst="+strconv.Itoa(pc.Burst),
 			"--metrics-bind-address=127.0.0.1:"+strconv.Itoa(metricsPort),
 			"--health-probe-bind-address=127.0.0.1:"+strconv.Itoa(probePort),
 		)
-		if o.profileDir == "" {
+		env := []string{"KUBECONFIG=" + pl.operatorKubeconfig}
+		if pl.webhooks {
+			// The configurations envtest installed call 127.0.0.1:<port>
+			// with the caBundle of the certificate in webhookCertDir.
 			args = append(args,
-				"--metrics-secure=false",
-				"--leader-elect=false",
-				// Should a webhook server start anyway, it gets a free port
-				// and a throwaway certificate; nothing calls it.
-				"--webhook-port="+strconv.Itoa(webhookPort),
-				"--webhook-cert-path="+certDir,
+				"--webhook-host="+pl.webhookHost,
+				"--webhook-port="+strconv.Itoa(pl.webhookPort),
+				"--webhook-cert-path="+pl.webhookCertDir,
 			)
-		}
-		args = append(args, o.operatorArgs...)
-		p, err := startProc("agentrun-manager", filepath.Join(dir, "agentrun-manager.log"),
+			if o.profileDir != "" {
+				args = append(args, "--enable-webhooks")
+			}
+		} else {
 			// Admission webhooks are not installed in this apiserver (the
 			// Job path has none either), so the manager starts none.
-			[]string{"KUBECONFIG=" + pl.kubeconfig, "ENABLE_WEBHOOKS=false"}, bin, args...)
+			env = append(env, "ENABLE_WEBHOOKS=false")
+			if o.profileDir == "" {
+				webhookPort, err := freePort()
+				if err != nil {
+					return nil, err
+				}
+				certDir := filepath.Join(dir, "webhook-certs")
+				if err := selfSignedCert(certDir); err != nil {
+					return nil, err
+				}
+				// Should a webhook server start anyway, it gets a free port
+				// and a throwaway certificate; nothing calls it.
+				args = append(args, "--webhook-port="+strconv.Itoa(webhookPort), "--webhook-cert-path="+certDir)
+			}
+		}
+		if o.profileDir == "" {
+			args = append(args, "--metrics-secure=false", "--leader-elect=false")
+		}
+		args = append(args, extraArgs...)
+		args = append(args, o.operatorArgs...)
+		p, err := startProc("agentrun-manager", filepath.Join(dir, "agentrun-manager.log"), env, bin, args...)
 		if err != nil {
 			return nil, err
 		}

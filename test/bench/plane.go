@@ -33,11 +33,17 @@ import (
 	"github.com/prometheus/common/model"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
+	"sigs.k8s.io/yaml"
+
+	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
+	"github.com/agentrun-dev/agentrun/internal/devstack/webhookpatch"
 )
 
 // plane is one fresh local control plane: the envtest toolchain's etcd and
-// kube-apiserver with the agentrun CRDs installed.
+// kube-apiserver with the agentrun CRDs installed and, with webhooks, the
+// admission webhooks and policies a real install has.
 type plane struct {
 	env        *envtest.Environment
 	admin      *rest.Config // system:masters, for the driver and scrapes
@@ -47,9 +53,26 @@ type plane struct {
 	etcdPID    int
 	etcdURL    string
 	clientset  *kubernetes.Clientset
+
+	// operatorKubeconfig is the agentrun manager's identity
+	// (stack.OperatorUser, in system:masters for RBAC), gatewayKubeconfig and
+	// gatewayCfg agentrun-gateway's (stack.GatewayUser): the authors
+	// config/admission-policy lets write RunAttempts, runs and sessions.
+	operatorKubeconfig string
+	gatewayKubeconfig  string
+	gatewayCfg         *rest.Config
+
+	// webhooks: config/webhook's configurations are installed (envtest's
+	// serving certificate and caBundle, config/webhook's kustomize patches),
+	// served by the manager at webhookHost:webhookPort from webhookCertDir,
+	// and config/admission-policy's ValidatingAdmissionPolicies are in force.
+	webhooks       bool
+	webhookHost    string
+	webhookPort    int
+	webhookCertDir string
 }
 
-func startPlane(assets, root, dir string) (*plane, error) {
+func startPlane(ctx context.Context, assets, root, dir string, webhooks bool) (*plane, error) {
 	env := &envtest.Environment{
 		CRDDirectoryPaths:        []string{filepath.Join(root, "config", "crd", "bases")},
 		ErrorIfCRDPathMissing:    true,
@@ -57,11 +80,20 @@ func startPlane(assets, root, dir string) (*plane, error) {
 		ControlPlaneStartTimeout: 90 * time.Second,
 		ControlPlaneStopTimeout:  30 * time.Second,
 	}
+	if webhooks {
+		// As internal/devstack/stack does: envtest generates a serving
+		// certificate, points the configurations at 127.0.0.1:<port> with its
+		// caBundle, and installs them.
+		env.WebhookInstallOptions = envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(root, "config", "webhook", "manifests.yaml")},
+			LocalServingHost: "127.0.0.1",
+		}
+	}
 	cfg, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("start control plane: %w", err)
 	}
-	p := &plane{env: env, dir: dir}
+	p := &plane{env: env, dir: dir, webhooks: webhooks}
 	// From here on a failure must stop what started.
 	ok := false
 	defer func() {
@@ -83,6 +115,32 @@ func startPlane(assets, root, dir string) (*plane, error) {
 	if err := os.WriteFile(p.kubeconfig, kc, 0o600); err != nil {
 		return nil, err
 	}
+	for _, u := range []struct {
+		name string
+		path *string
+		cfg  **rest.Config
+	}{{stack.OperatorUser, &p.operatorKubeconfig, nil}, {stack.GatewayUser, &p.gatewayKubeconfig, &p.gatewayCfg}} {
+		au, err := env.ControlPlane.AddUser(envtest.User{Name: u.name, Groups: []string{"system:masters"}}, nil)
+		if err != nil {
+			return nil, fmt.Errorf("add user %s: %w", u.name, err)
+		}
+		kc, err := au.KubeConfig()
+		if err != nil {
+			return nil, err
+		}
+		*u.path = filepath.Join(dir, strings.ReplaceAll(strings.TrimPrefix(u.name, "system:serviceaccount:"), ":", "-")+".kubeconfig")
+		if err := os.WriteFile(*u.path, kc, 0o600); err != nil {
+			return nil, err
+		}
+		if u.cfg != nil {
+			*u.cfg = au.Config()
+		}
+	}
+	if webhooks {
+		if err := p.installAdmission(ctx, root); err != nil {
+			return nil, err
+		}
+	}
 	if env.ControlPlane.Etcd != nil && env.ControlPlane.Etcd.URL != nil {
 		p.etcdURL = env.ControlPlane.Etcd.URL.String()
 	}
@@ -100,6 +158,45 @@ func startPlane(assets, root, dir string) (*plane, error) {
 	}
 	ok = true
 	return p, nil
+}
+
+// installAdmission gives the webhook configurations envtest installed what
+// config/webhook's kustomization adds (webhookpatch, as the dev stack and the
+// e2e suite do), and creates config/admission-policy's
+// ValidatingAdmissionPolicies and bindings.
+func (p *plane) installAdmission(ctx context.Context, root string) error {
+	wio := &p.env.WebhookInstallOptions
+	p.webhookHost, p.webhookPort, p.webhookCertDir = wio.LocalServingHost, wio.LocalServingPort, wio.LocalServingCertDir
+	c, err := client.New(p.admin, client.Options{Scheme: scheme})
+	if err != nil {
+		return err
+	}
+	if err := webhookpatch.Apply(ctx, c, filepath.Join(root, "config", "webhook")); err != nil {
+		return fmt.Errorf("patching the webhook configurations as config/webhook/kustomization.yaml does: %w", err)
+	}
+	dir := filepath.Join(root, "config", "admission-policy")
+	data, err := os.ReadFile(filepath.Join(dir, "kustomization.yaml"))
+	if err != nil {
+		return err
+	}
+	var k struct {
+		Resources []string `json:"resources"`
+	}
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return fmt.Errorf("%s/kustomization.yaml: %w", dir, err)
+	}
+	for _, r := range k.Resources {
+		objs, err := stack.ReadYAML(filepath.Join(dir, r))
+		if err != nil {
+			return err
+		}
+		for _, u := range objs {
+			if err := c.Create(ctx, u); err != nil {
+				return fmt.Errorf("creating %s %s from config/admission-policy: %w", u.GetKind(), u.GetName(), err)
+			}
+		}
+	}
+	return nil
 }
 
 func (p *plane) stop() {

@@ -50,24 +50,27 @@ type settings struct {
 	Creators         int        `json:"creators"`
 	Warmup           int        `json:"warmupRuns"`
 	Trials           int        `json:"trials"`
+	HeavyTrials      int        `json:"heavyTrials,omitempty"`
 	Workloads        []workload `json:"workloads"`
+	ExpectedMinutes  float64    `json:"expectedMinutes,omitempty"`
 	CeilingWorkers   int        `json:"ceilingWorkers"`
 	CeilingDurationS float64    `json:"ceilingDurationSeconds"`
 }
 
 type report struct {
-	Started      time.Time       `json:"started"`
-	TotalSeconds float64         `json:"totalSeconds"`
-	BuildSeconds float64         `json:"buildSeconds"`
-	Command      string          `json:"command"`
-	Source       string          `json:"source"`
-	Machine      machine         `json:"machine"`
-	Settings     settings        `json:"settings"`
-	Trials       []trialResult   `json:"trials"`
-	Ceilings     []ceilingResult `json:"ceilings"`
-	Failures     []string        `json:"failures,omitempty"`
-	Summary      []wlSummary     `json:"summary"`
-	Ceiling      *ceilSummary    `json:"ceilingSummary,omitempty"`
+	Started      time.Time        `json:"started"`
+	TotalSeconds float64          `json:"totalSeconds"`
+	BuildSeconds float64          `json:"buildSeconds"`
+	Command      string           `json:"command"`
+	Source       string           `json:"source"`
+	Machine      machine          `json:"machine"`
+	Settings     settings         `json:"settings"`
+	Trials       []trialResult    `json:"trials"`
+	Ceilings     []ceilingResult  `json:"ceilings"`
+	Live         []liveStepResult `json:"live,omitempty"`
+	Failures     []string         `json:"failures,omitempty"`
+	Summary      []wlSummary      `json:"summary"`
+	Ceiling      *ceilSummary     `json:"ceilingSummary,omitempty"`
 }
 
 // stat is the median and the spread (min, max) over trials.

@@ -41,23 +41,43 @@ import (
 
 const benchNS = "bench"
 
-// workload is one scenario: a burst of n runs, or stepped arrival rates.
+// workload is one scenario: a burst of n runs, runs one at a time, stepped
+// arrival rates, or live runs (live.go).
 type workload struct {
-	Kind   string        `json:"kind"` // burst | stepped
+	Kind   string        `json:"kind"` // serial | burst | stepped | live
 	N      int           `json:"n,omitempty"`
 	Rates  []int         `json:"rates,omitempty"`
 	Window time.Duration `json:"window,omitempty"`
+	// Webhooks: the admission webhooks (and config/admission-policy) are
+	// installed and the manager serves them, as in a real install (agentrun
+	// only; the Job controller has none).
+	Webhooks bool `json:"webhooks,omitempty"`
+	// Live is the live-runs workload's settings (Kind live).
+	Live *liveSettings `json:"live,omitempty"`
 }
 
+// webhookSuffix marks the workloads run with the admission webhooks installed.
+const webhookSuffix = "-webhooks"
+
 func (w workload) name() string {
+	suffix := ""
+	if w.Webhooks {
+		suffix = webhookSuffix
+	}
 	switch w.Kind {
 	case "burst":
-		return fmt.Sprintf("burst-%d", w.N)
+		return fmt.Sprintf("burst-%d", w.N) + suffix
 	case "serial":
-		return fmt.Sprintf("serial-%d", w.N)
+		return fmt.Sprintf("serial-%d", w.N) + suffix
+	case "live":
+		return "live" + suffix
 	}
-	return "stepped"
+	return "stepped" + suffix
 }
+
+// heavy workloads (N = 5000 and more, live runs) run in the first
+// -heavy-trials trials only.
+func (w workload) heavy() bool { return w.Kind == "live" || (w.Kind == "burst" && w.N >= 5000) }
 
 // runs is how many runs (and Sessions) the workload may create.
 func (w workload) runs() int {
@@ -190,6 +210,7 @@ type options struct {
 	profileSeconds    int
 	operatorArgs      []string
 	traceRuns         int
+	gatewayBin        string
 }
 
 // traceDir is where traces go: the profile directory, else the temporary one.
@@ -210,7 +231,7 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	pl, err := startPlane(o.assets, o.root, dir)
+	pl, err := startPlane(ctx, o.assets, o.root, dir, wl.Webhooks)
 	if err != nil {
 		return res, err
 	}
@@ -221,7 +242,7 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 	if _, err := pl.clientset.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
 		return res, err
 	}
-	d, err := newDriver(dctx, sys, benchNS, pl.admin, o.driverWorkers)
+	d, err := newDriver(dctx, sys, benchNS, pl, o.driverWorkers)
 	if err != nil {
 		return res, err
 	}
@@ -237,9 +258,19 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 		}()
 	}
 	total := wl.runs()
-	if sys == sysAgentrun {
-		if err := setupAgentrun(ctx, d.c, total+o.warmup, o.creators); err != nil {
-			return res, fmt.Errorf("setup: %w", err)
+	setup := func() error {
+		if sys != sysAgentrun {
+			return nil
+		}
+		if err := setupAgentrun(ctx, d.c, total+o.warmup, o.creators, nil); err != nil {
+			return fmt.Errorf("setup: %w", err)
+		}
+		return nil
+	}
+	// With webhooks the setup's creates need the manager's webhook server.
+	if !wl.Webhooks {
+		if err := setup(); err != nil {
+			return res, err
 		}
 	}
 	pr, err := startPeer(ctx, sys, pl, o, dir)
@@ -247,6 +278,11 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 		return res, err
 	}
 	defer pr.stop()
+	if wl.Webhooks {
+		if err := setup(); err != nil {
+			return res, err
+		}
+	}
 	alive := func() error {
 		if pr.exited() {
 			return fmt.Errorf("%s exited: %v\n%s", pr.name, pr.err, pr.tail())
@@ -324,11 +360,12 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 	return res, nil
 }
 
-// setupAgentrun creates the RuntimePolicy and one Session per run.
-func setupAgentrun(ctx context.Context, c client.Client, sessions, workers int) error {
+// setupAgentrun creates the RuntimePolicy (with models, for the live
+// workload) and one Session per run.
+func setupAgentrun(ctx context.Context, c client.Client, sessions, workers int, models []v1alpha1.Model) error {
 	if err := c.Create(ctx, &v1alpha1.RuntimePolicy{
 		ObjectMeta: metav1.ObjectMeta{Namespace: benchNS, Name: "p"},
-		Spec: v1alpha1.RuntimePolicySpec{Tools: []v1alpha1.Tool{
+		Spec: v1alpha1.RuntimePolicySpec{Models: models, Tools: []v1alpha1.Tool{
 			{Name: "http.get", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone},
 			{Name: "report.publish", Risk: v1alpha1.RiskHigh, Effect: v1alpha1.EffectExternal},
 		}},
@@ -784,7 +821,7 @@ func ceiling(ctx context.Context, o *options, trial int) (*ceilingResult, error)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return res, err
 	}
-	pl, err := startPlane(o.assets, o.root, dir)
+	pl, err := startPlane(ctx, o.assets, o.root, dir, false)
 	if err != nil {
 		return res, err
 	}
