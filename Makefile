@@ -99,8 +99,12 @@ dev: envtest-assets ## Run agentrun end to end on the embedded local stack (no c
 	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" exec bin/agentrun-dev $(DEV_ARGS)
 
 .PHONY: bench
-bench: bench-gateway ## Benchmark agentrun against the Kubernetes Job controller (each on its own fresh local control plane), and the gateway's model door.
+bench: bench-gateway ## Benchmark agentrun against the Kubernetes Job controller (each on its own fresh local control plane; bursts up to N = 5000, with and without the admission webhooks, live runs through the gateway; under 30 minutes), and the gateway's doors.
 	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go run ./test/bench $(BENCH_ARGS)
+
+.PHONY: bench-quick
+bench-quick: ## A short smoke of every test/bench workload (about 5 minutes; prints the report, writes no files).
+	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go run ./test/bench -quick -no-write $(BENCH_ARGS)
 
 .PHONY: bench-gateway
 bench-gateway: ## Benchmark the gateway's model door (added latency, CPU and RSS, the grant race) and tool door (added latency, chain, write-ahead on a fake and a real API server) (docs/benchmarks-gateway.md).
