@@ -279,6 +279,11 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		writeError(w, e)
 		return
 	}
+	ctx, span := k.startModelSpan(r, c)
+	sw := &statusWriter{ResponseWriter: w}
+	var x *exchange
+	defer func() { endModelSpan(span, sw, x) }()
+	w, r = sw, r.WithContext(ctx)
 	k.mu.Lock()
 	spec := k.obj.Spec
 	k.conv = c.conv
@@ -330,7 +335,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 			return chain.Outcome{IsError: true, Result: e.body.Message}
 		}
 		out, clientUsage := c.upstreamBody(m, mt)
-		x := &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name},
+		x = &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name},
 			tr: k.modelTranslator()}
 		x.forward(ctx, out, key, c.stream, clientUsage)
 		upstream = x.done.Sub(x.dispatched)
@@ -402,6 +407,7 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 	if key != "" {
 		ureq.Header.Set("Authorization", "Bearer "+key)
 	}
+	spanUpstream(rctx, ureq, m)
 	resp, err := g.opts.Upstream.Do(ureq)
 	if err != nil {
 		x.unreachable(err)
@@ -420,6 +426,7 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 			} `json:"usage"`
 		}
 		reported := rerr == nil && json.Unmarshal(raw, &u) == nil && u.Usage != nil
+		spanUsage(rctx, raw)
 		if rerr != nil {
 			x.k.providerFault("ResponseCut", true, fmt.Sprintf("model %s: %v", m.Name, rerr))
 		}
@@ -435,6 +442,7 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 	default:
 		var cut error
 		tokens, reported := g.relayStream(x.w, resp, clientUsage, x.k, m.Name, func(payload []byte) {
+			spanUsage(rctx, payload)
 			x.stream(func(tr *openai.Translator) []stream.Event { return tr.Chunk(payload) })
 		}, &cut)
 		x.stream(func(tr *openai.Translator) []stream.Event { return tr.End(cut) })

@@ -84,7 +84,9 @@ func (g *Gateway) mcpHandler() http.Handler {
 				if !ok || ctr.Params == nil {
 					return nil, errors.New("tools/call without parameters")
 				}
-				return k.callTool(ctx, ctr.Params), nil
+				return k.toolSpan(ctx, ctr.Params, func(ctx context.Context) *mcp.CallToolResult {
+					return k.callTool(ctx, ctr.Params)
+				}), nil
 			}
 			return next(ctx, method, req)
 		}
@@ -99,6 +101,7 @@ func (g *Gateway) mcpHandler() http.Handler {
 	return g.attempt("mcp", func(w http.ResponseWriter, r *http.Request, k *keeper) {
 		ctx := context.WithValue(r.Context(), keeperKey{}, k)
 		ctx = context.WithValue(ctx, httpRequestKey{}, r.Context())
+		ctx = context.WithValue(ctx, httpHeaderKey{}, r.Header)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenKey{}, bearer(r))))
 	})
 }

@@ -1,0 +1,225 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
+	"go.opentelemetry.io/otel/trace"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/tracing"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// The gateway's spans follow the OpenTelemetry GenAI semantic conventions: a
+// model request is a client span "chat <model>" (gen_ai.operation.name chat,
+// gen_ai.request.model, gen_ai.usage.input_tokens/output_tokens), a tool call
+// an internal span "execute_tool <tool>" (gen_ai.tool.name,
+// gen_ai.tool.call.id). Their parent is the caller's traceparent header, or
+// — for an agent that sends none — the run's root span, so every span of a
+// run is in the run's trace. Attributes agentrun.* name the run.
+
+const tracerName = "agentrun.dev/gateway"
+
+// Attribute keys of agentrun's own (not in the semantic conventions).
+const (
+	attrNamespace = attribute.Key("agentrun.namespace")
+	attrRun       = attribute.Key("agentrun.run")
+	attrAttempt   = attribute.Key("agentrun.attempt")
+	attrPolicy    = attribute.Key("agentrun.policy")
+	attrSession   = attribute.Key("agentrun.session")
+	attrOutcome   = attribute.Key("agentrun.outcome")
+	attrRisk      = attribute.Key("agentrun.tool.risk")
+	attrEffect    = attribute.Key("agentrun.tool.effect")
+)
+
+// spanParent is ctx with the caller's trace context (a traceparent header)
+// or, without one, the run's root span as its remote parent.
+func (k *keeper) spanParent(ctx context.Context, h http.Header) context.Context {
+	ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
+	if trace.SpanContextFromContext(ctx).IsValid() {
+		return ctx
+	}
+	k.mu.Lock()
+	owner := metav1.GetControllerOf(k.obj)
+	k.mu.Unlock()
+	if owner == nil {
+		return ctx
+	}
+	return trace.ContextWithRemoteSpanContext(ctx, tracing.RunSpanContext(owner.UID))
+}
+
+// runAttributes name the attempt's run.
+func (k *keeper) runAttributes() []attribute.KeyValue {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return []attribute.KeyValue{
+		attrNamespace.String(k.key.Namespace), attrRun.String(k.obj.Spec.RunName), attrAttempt.String(k.key.Name),
+		attrPolicy.String(k.obj.Spec.Policy.Name), attrSession.String(k.obj.Labels[v1alpha1.LabelSession]),
+	}
+}
+
+// startModelSpan starts the span of one model request.
+func (k *keeper) startModelSpan(r *http.Request, c *chatRequest) (context.Context, trace.Span) {
+	attrs := append(k.runAttributes(), semconv.GenAIOperationNameChat, semconv.GenAIProviderNameOpenAI,
+		semconv.GenAIRequestModel(c.model))
+	if c.maxTokens > 0 {
+		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(c.maxTokens)))
+	}
+	return otel.Tracer(tracerName).Start(k.spanParent(r.Context(), r.Header), "chat "+c.model,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+}
+
+// spanUpstream names the provider on the span of ctx and hands the trace
+// context on to it (traceparent).
+func spanUpstream(ctx context.Context, req *http.Request, m v1alpha1.Model) {
+	if u, err := url.Parse(m.BaseURL); err == nil && u.Hostname() != "" {
+		trace.SpanFromContext(ctx).SetAttributes(semconv.ServerAddress(u.Hostname()))
+	}
+	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+}
+
+// usageOf reads the token usage a provider reported in an answer or a
+// stream chunk.
+func usageOf(payload []byte) (in, out int64, ok bool) {
+	if !bytes.Contains(payload, []byte(`"usage"`)) || bytes.Contains(payload, []byte(`"usage":null`)) {
+		return 0, 0, false
+	}
+	var u struct {
+		Model string `json:"model"`
+		Usage *struct {
+			PromptTokens     int64 `json:"prompt_tokens"`
+			CompletionTokens int64 `json:"completion_tokens"`
+		} `json:"usage"`
+	}
+	if json.Unmarshal(payload, &u) != nil || u.Usage == nil {
+		return 0, 0, false
+	}
+	return u.Usage.PromptTokens, u.Usage.CompletionTokens, true
+}
+
+// spanUsage records a reported usage on the span of ctx.
+func spanUsage(ctx context.Context, payload []byte) {
+	if in, out, ok := usageOf(payload); ok {
+		trace.SpanFromContext(ctx).SetAttributes(semconv.GenAIUsageInputTokens(int(in)),
+			semconv.GenAIUsageOutputTokens(int(out)))
+	}
+}
+
+// endModelSpan ends a model request's span with its outcome: the exchange's
+// (ok, upstream_error, error, stream_cut) or, for a request refused before
+// dispatch, the refusal's code (error.type).
+func endModelSpan(span trace.Span, sw *statusWriter, x *exchange) {
+	switch {
+	case x != nil && x.outcome != "":
+		span.SetAttributes(attrOutcome.String(x.outcome))
+		if x.outcome != "ok" {
+			span.SetAttributes(semconv.ErrorTypeKey.String(x.outcome))
+			span.SetStatus(codes.Error, x.outcome)
+		}
+	case sw.code >= 400:
+		span.SetAttributes(attrOutcome.String("refused"), semconv.ErrorTypeKey.String(sw.errCode))
+		span.SetStatus(codes.Error, sw.errCode)
+	}
+	span.End()
+}
+
+// statusWriter remembers the status and the error code of the answer (an
+// OpenAI-shaped error body); it flushes like the writer it wraps.
+type statusWriter struct {
+	http.ResponseWriter
+	code    int
+	errCode string
+}
+
+func (s *statusWriter) WriteHeader(code int) {
+	if s.code == 0 {
+		s.code = code
+	}
+	s.ResponseWriter.WriteHeader(code)
+}
+
+func (s *statusWriter) Write(b []byte) (int, error) {
+	if s.code == 0 {
+		s.code = http.StatusOK
+	}
+	if s.code >= 400 && s.errCode == "" {
+		var eb gatewayapi.ErrorBody
+		if json.Unmarshal(b, &eb) == nil {
+			s.errCode = eb.Error.Code
+		}
+		if s.errCode == "" {
+			s.errCode = http.StatusText(s.code)
+		}
+	}
+	return s.ResponseWriter.Write(b)
+}
+
+func (s *statusWriter) Flush() { _ = http.NewResponseController(s.ResponseWriter).Flush() }
+
+func (s *statusWriter) Unwrap() http.ResponseWriter { return s.ResponseWriter }
+
+// toolSpan runs one tools/call in its span: gen_ai execute_tool, ended with
+// the call's outcome (the refusal's code as error.type).
+func (k *keeper) toolSpan(ctx context.Context, p *mcp.CallToolParamsRaw, call func(context.Context) *mcp.CallToolResult) *mcp.CallToolResult {
+	hr, _ := ctx.Value(httpHeaderKey{}).(http.Header)
+	attrs := append(k.runAttributes(), semconv.GenAIOperationNameExecuteTool, semconv.GenAIToolName(p.Name),
+		semconv.GenAIToolType("function"))
+	k.mu.Lock()
+	for _, t := range k.obj.Spec.Policy.Tools {
+		if t.Name == p.Name {
+			attrs = append(attrs, attrRisk.String(string(t.Risk)), attrEffect.String(string(t.Effect)))
+		}
+	}
+	k.mu.Unlock()
+	ctx, span := otel.Tracer(tracerName).Start(k.spanParent(ctx, hr), "execute_tool "+p.Name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	defer span.End()
+	res := call(ctx)
+	if res == nil {
+		return res
+	}
+	if id, ok := res.Meta[gatewayapi.MetaCallID].(string); ok && id != "" {
+		span.SetAttributes(semconv.GenAIToolCallID(id))
+	}
+	if res.IsError {
+		code, _ := res.Meta[gatewayapi.MetaCode].(string)
+		if code == "" {
+			code = "tool_failed"
+		}
+		span.SetAttributes(attrOutcome.String("error"), semconv.ErrorTypeKey.String(code))
+		span.SetStatus(codes.Error, code)
+	} else {
+		span.SetAttributes(attrOutcome.String("ok"))
+	}
+	return res
+}
+
+// httpHeaderKey carries the MCP request's HTTP header (its traceparent).
+type httpHeaderKey struct{}
