@@ -70,6 +70,10 @@ type plane struct {
 	webhookHost    string
 	webhookPort    int
 	webhookCertDir string
+
+	// admission is the latest scrape's admission webhook calls and
+	// admission policy checks (apiserver metrics), by metric name.
+	admission map[string]float64
 }
 
 func startPlane(ctx context.Context, assets, root, dir string, webhooks bool) (*plane, error) {
@@ -357,6 +361,13 @@ func (p *plane) apiRequests(ctx context.Context) (writes, reads, conflicts map[r
 	fams, err := parseMetrics(raw)
 	if err != nil {
 		return nil, nil, nil, err
+	}
+	// Admission calls, to show the webhooks and policies were in the path.
+	p.admission = map[string]float64{}
+	for _, name := range []string{"apiserver_admission_webhook_admission_duration_seconds", "apiserver_validating_admission_policy_check_duration_seconds"} {
+		for _, m := range fams[name].GetMetric() {
+			p.admission[name] += float64(m.GetHistogram().GetSampleCount())
+		}
 	}
 	fam := fams["apiserver_request_total"]
 	if fam == nil {

@@ -123,6 +123,8 @@ type sysSummary struct {
 	OtherCores    stat            `json:"otherProcessesCores"`
 	ReadsPerRun   stat            `json:"apiserverReadsPerRun"`
 	Conflicts     stat            `json:"conflictsPerRun"`
+	WebhookCalls  stat            `json:"admissionWebhookCallsPerRun"`
+	PolicyChecks  stat            `json:"admissionPolicyChecksPerRun"`
 	Reconciles    map[string]stat `json:"reconcilesPerRun,omitempty"`
 	ReconcileMs   map[string]stat `json:"reconcileMeanMs,omitempty"`
 	QueueWaitMs   map[string]stat `json:"queueWaitMeanMs,omitempty"`
@@ -209,6 +211,8 @@ func (r *report) summarize() {
 			s.PeerCores = col(func(t trialResult) float64 { return t.PeerCores })
 			s.DriverCores = col(func(t trialResult) float64 { return t.DriverCores })
 			s.OtherCores = col(func(t trialResult) float64 { return t.OtherCores })
+			s.WebhookCalls = col(func(t trialResult) float64 { return t.WebhookCallsPerRun })
+			s.PolicyChecks = col(func(t trialResult) float64 { return t.PolicyChecksPerRun })
 			s.Conflicts = col(func(t trialResult) float64 {
 				sum := 0.0
 				for _, v := range t.ConflictsPerRun {
@@ -373,7 +377,12 @@ func (r *report) markdown(analysis string) string {
 	w("- **Job**: one single-pod Job per run (`completions: 1`). The driver marks the pod Running, then Succeeded with a terminated container (exit 0), as a kubelet would. Terminal = condition `Complete` seen on a watch.\n")
 	w("- **agentrun**: one ResearchRun per run, each in its own Session (the Sessions and one RuntimePolicy are created before the clock starts). The driver marks the attempt pod Running, writes the RunAttempt facts an agent writes (3 steps, usage, `finishProposed`), waits for `Finalizing` on the RunAttempt, writes the settled publication (`Complete`), then marks the pod Succeeded. Terminal = `status.phase: Terminated` seen on a watch.\n\n")
 	w("Workloads: **serial**, one run at a time on an otherwise idle plane (the next is created when the previous is terminal); **burst**, N runs created at once; **stepped**, runs offered at rising rates for a fixed window each, stopping after the first step whose backlog grew (by more than a tenth of the rate per second over the second half of the window, or creation fell more than 1 s behind); then the backlog drains. ")
-	w("Admission webhooks are not installed for either peer (the manager runs with `ENABLE_WEBHOOKS=false`).\n\n")
+	w("Admission webhooks are not installed for either peer in these (the manager runs with `ENABLE_WEBHOOKS=false`); the workloads marked *with webhooks* rerun agentrun as a real install has it: config/webhook's Validating and MutatingWebhookConfigurations installed with a serving certificate the benchmark generates (envtest's, with its caBundle) and config/webhook's kustomize patches (internal/devstack/webhookpatch), the manager serving them, and config/admission-policy's ValidatingAdmissionPolicies in force (the manager runs as the operator's service account, the RunAttempt facts are written as agentrun-gateway's). ")
+	w("**live**: M runs alive at once (each in its own Session), each agent making one model call every %s through a real agentrun-gateway process (cmd/gateway, plain HTTP on loopback, its own identity, TokenReview of each pod-bound token) to a fake upstream (internal/upstream, %s fixed latency) in the driver, one step report per call and %d agent-dispatched tool calls (`http.get`, admitted and reported through the gateway's agent API) per run, for a %s window once all M are alive; runs are created at %d/s, and after the window each run finishes through the gateway at %d/s (finish → Finalizing on the RunAttempt → settle → pod Succeeded). M steps up on a fresh plane each, stopping after the first step not sustained (every run alive and terminal, finishProposed → Finalizing and pod Succeeded → Terminated p99 both under %s, under 1%% model-call errors).\n\n",
+		liveOr(r, func(l *liveSettings) string { return l.Interval.String() }), liveOr(r, func(l *liveSettings) string { return l.UpstreamLatency.String() }),
+		liveOrInt(r, func(l *liveSettings) int { return l.ToolCalls }), liveOr(r, func(l *liveSettings) string { return l.Window.String() }),
+		liveOrInt(r, func(l *liveSettings) int { return l.Rate }), liveOrInt(r, func(l *liveSettings) int { return l.Rate }),
+		liveOr(r, func(l *liveSettings) string { return l.P99Limit.String() }))
 	w("Figures:\n\n")
 	w("- **runs/s**: runs driven to terminal per second, from the first create to the last terminal status seen.\n")
 	w("- **fact → terminal**: from the driver sending the terminal fact (the pod's Succeeded status, the last fact either system needs) to the terminal status arriving on the driver's watch.\n")
@@ -413,6 +422,9 @@ func (r *report) markdown(analysis string) string {
 	}
 	w("## Results\n\n")
 	for _, ws := range r.Summary {
+		if strings.HasSuffix(ws.Workload, webhookSuffix) {
+			continue // in the webhooks section below
+		}
 		j, a := get(ws, sysJob), get(ws, sysAgentrun)
 		title := ws.Workload
 		if n, ok := strings.CutPrefix(title, "burst-"); ok {
@@ -423,7 +435,7 @@ func (r *report) markdown(analysis string) string {
 			title = "Stepped arrival rate (whole workload)"
 		}
 		w("### %s\n\n", title)
-		if !j.Complete || !a.Complete {
+		if (j.Throughput.N > 0 && !j.Complete) || (a.Throughput.N > 0 && !a.Complete) {
 			w("> Not every run reached terminal in every trial (Job complete: %v, agentrun complete: %v); see the JSON.\n\n", j.Complete, a.Complete)
 		}
 		w("| | Job controller | agentrun | agentrun ÷ Job |\n|---|---|---|---|\n")
@@ -495,6 +507,8 @@ func (r *report) markdown(analysis string) string {
 			}
 		}
 	}
+	r.webhookTables(w)
+	r.liveTables(w)
 	if r.Ceiling != nil {
 		w("### Ceiling of the stack (plain client, no controller)\n\n")
 		w("| | status patches/s | apiserver CPU-seconds per 1,000 patches |\n|---|---|---|\n")
@@ -506,7 +520,7 @@ func (r *report) markdown(analysis string) string {
 	// Writes by request for the largest burst.
 	var big *wlSummary
 	for i := range r.Summary {
-		if strings.HasPrefix(r.Summary[i].Workload, "burst-") {
+		if strings.HasPrefix(r.Summary[i].Workload, "burst-") && !strings.HasSuffix(r.Summary[i].Workload, webhookSuffix) {
 			big = &r.Summary[i]
 		}
 	}
@@ -550,31 +564,7 @@ func (r *report) markdown(analysis string) string {
 
 	w("## Targets\n\n")
 	w("Reported, not asserted.\n\n| target | result |\n|---|---|\n")
-	for _, ws := range r.Summary {
-		if strings.HasPrefix(ws.Workload, "serial-") {
-			if a := get(ws, sysAgentrun); a.LatP99.N > 0 {
-				w("| design (brief §9): fact → phase decision p99 under 100 ms on an idle control plane | %s: %.1f ms, one run at a time (worst trial %.1f ms) |\n",
-					verdict(a.LatP99.Median < 100), a.LatP99.Median, a.LatP99.Max)
-			}
-			continue
-		}
-		if !strings.HasPrefix(ws.Workload, "burst-") {
-			continue
-		}
-		j, a := get(ws, sysJob), get(ws, sysAgentrun)
-		n := strings.TrimPrefix(ws.Workload, "burst-")
-		if j.Throughput.N > 0 && a.Throughput.N > 0 {
-			w("| throughput at N = %s: agentrun ≥ Job controller | %s: %.1f vs %.1f runs/s (%s) |\n", n, verdict(a.Throughput.Median >= j.Throughput.Median),
-				a.Throughput.Median, j.Throughput.Median, ratio(a.Throughput, j.Throughput))
-		}
-		if n == "200" && a.LatP99.N > 0 {
-			w("| fact → terminal p99 under 100 ms at N = 200 | %s: %.1f ms (worst trial %.1f ms) |\n", verdict(a.LatP99.Median < 100), a.LatP99.Median, a.LatP99.Max)
-		}
-		if j.WritesPerRun.N > 0 && a.WritesPerRun.N > 0 {
-			w("| controller writes per run at N = %s: agentrun ≤ Job controller | %s: %.2f vs %.2f (without events %.2f vs %.2f) |\n", n,
-				verdict(a.WritesPerRun.Median <= j.WritesPerRun.Median), a.WritesPerRun.Median, j.WritesPerRun.Median, a.NonEvent.Median, j.NonEvent.Median)
-		}
-	}
+	r.targetRows(w, get)
 	w("\n")
 	if len(r.Failures) > 0 {
 		w("## Failures\n\n")
@@ -628,6 +618,7 @@ func (r *report) shortSummary() string {
 	if r.Ceiling != nil {
 		fmt.Fprintf(&b, "ceiling: pod status %s/s, RunAttempt status %s/s\n", f(r.Ceiling.PodStatusPerS, 0), f(r.Ceiling.AttemptStatusPerS, 0))
 	}
+	b.WriteString(r.liveShort())
 	return b.String()
 }
 

@@ -41,6 +41,12 @@ import (
 
 const benchNS = "bench"
 
+// The apiserver's admission metrics the report counts.
+const (
+	admWebhook = "apiserver_admission_webhook_admission_duration_seconds"
+	admPolicy  = "apiserver_validating_admission_policy_check_duration_seconds"
+)
+
 // workload is one scenario: a burst of n runs, runs one at a time, stepped
 // arrival rates, or live runs (live.go).
 type workload struct {
@@ -170,13 +176,17 @@ type trialResult struct {
 	EtcdDBBytesAfter float64        `json:"etcdDBBytesAfter"`
 	Outcomes         map[string]int `json:"outcomes"`
 	// ObjectBytes is the mean JSON size of each kind at the end, managedFields included.
-	ObjectBytes       map[string]float64 `json:"objectBytes,omitempty"`
-	DriverErrors      int64              `json:"driverErrors"`
-	DriverFirstErr    string             `json:"driverFirstError,omitempty"`
-	Steps             []stepResult       `json:"steps,omitempty"`
-	SustainedRate     int                `json:"sustainedRate,omitempty"`
-	OperatorMetrics   map[string]float64 `json:"operatorMetrics,omitempty"`
-	OperatorFactP99Ms float64            `json:"operatorFactToDecisionP99Ms,omitempty"`
+	ObjectBytes map[string]float64 `json:"objectBytes,omitempty"`
+	// Admission webhook calls and ValidatingAdmissionPolicy checks per run
+	// (the apiserver's metrics; zero without webhooks).
+	WebhookCallsPerRun float64            `json:"admissionWebhookCallsPerRun"`
+	PolicyChecksPerRun float64            `json:"admissionPolicyChecksPerRun"`
+	DriverErrors       int64              `json:"driverErrors"`
+	DriverFirstErr     string             `json:"driverFirstError,omitempty"`
+	Steps              []stepResult       `json:"steps,omitempty"`
+	SustainedRate      int                `json:"sustainedRate,omitempty"`
+	OperatorMetrics    map[string]float64 `json:"operatorMetrics,omitempty"`
+	OperatorFactP99Ms  float64            `json:"operatorFactToDecisionP99Ms,omitempty"`
 }
 
 // ceilingResult is what a plain client gets from the same stack.
@@ -592,6 +602,7 @@ type snap struct {
 	etcdProc            procStat
 	operator            map[string]float64
 	operatorFactBuckets map[float64]float64
+	admission           map[string]float64
 }
 
 func snapshot(ctx context.Context, pl *plane, pr *peer, d *driver) (*snap, error) {
@@ -600,6 +611,7 @@ func snapshot(ctx context.Context, pl *plane, pr *peer, d *driver) (*snap, error
 	if s.api, s.reads, s.conflicts, err = pl.apiRequests(ctx); err != nil {
 		return nil, err
 	}
+	s.admission = pl.admission
 	s.busy, s.cpuTotal = machineCPU()
 	s.self, _ = readProc(os.Getpid())
 	if s.etcd, err = pl.etcdStats(ctx); err != nil {
@@ -723,6 +735,8 @@ func (r *trialResult) fill(d *driver, names []string, before, after *snap) {
 		r.EtcdPutsPerRun = (after.etcd["etcd_mvcc_put_total"] - before.etcd["etcd_mvcc_put_total"]) / runs
 		r.EtcdDBBytesAfter = after.etcd["etcd_mvcc_db_total_size_in_bytes"]
 	}
+	r.WebhookCallsPerRun = (after.admission[admWebhook] - before.admission[admWebhook]) / runs
+	r.PolicyChecksPerRun = (after.admission[admPolicy] - before.admission[admPolicy]) / runs
 	r.DriverErrors = d.errCount.Load()
 	if s, ok := d.firstErr.Load().(string); ok {
 		r.DriverFirstErr = s
