@@ -65,6 +65,7 @@ vet: ## Run go vet against code.
 test: manifests generate fmt vet envtest-assets ## Run unit, envtest and e2e suites (builds the envtest toolchain on first use; installs Debian's chromium for the browser tests).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" CHROMIUM="$$(hack/chromium.sh)" \
 		go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
+	AGENTRUN_CHAOS=short KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test ./test/chaos/ -run TestChaos -count=1 -v -timeout 15m
 	$(MAKE) --no-print-directory test-clients
 	$(MAKE) --no-print-directory test-e2e
 
@@ -91,6 +92,10 @@ verify: manifests generate ## Regenerate everything, fail on drift; go vet; gola
 .PHONY: test-e2e
 test-e2e: envtest-assets ## Run the e2e suite: the local stack with real operator and agent processes.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test -tags=e2e -count=1 ./test/e2e/ -v -timeout 30m
+
+.PHONY: chaos
+chaos: envtest-assets ## Run the chaos suite in full (test/chaos; CHAOS_SCENARIOS=a,b picks scenarios) and write docs/reliability.md.
+	AGENTRUN_CHAOS=full AGENTRUN_CHAOS_WRITE=1 AGENTRUN_CHAOS_SCENARIOS="$(CHAOS_SCENARIOS)" KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test ./test/chaos/ -run TestChaos -count=1 -v -timeout 4h
 
 .PHONY: dev
 dev: envtest-assets ## Run agentrun end to end on the embedded local stack (no cluster, no Docker).
