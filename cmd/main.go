@@ -27,6 +27,7 @@ import (
 	// to ensure that exec-entrypoint and run can make use of them.
 	_ "k8s.io/client-go/plugin/pkg/client/auth"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -91,7 +92,7 @@ func main() {
 		"Keep NetworkPolicy agentrun-attempt-egress in every namespace with attempts: "+
 			"attempt pods reach only the gateway and DNS.")
 	flag.StringVar(&gatewayNamespace, "gateway-namespace", "agentrun-system",
-		"Namespace of the gateway's pods (for the egress NetworkPolicy).")
+		"Namespace of the gateway's pods (for the egress NetworkPolicy) and of their liveness Leases.")
 	flag.StringVar(&gatewayCAFile, "gateway-ca-file", "",
 		"PEM bundle that signs the gateway's certificate; the operator keeps it in ConfigMap "+
 			runpod.DefaultGatewayCAConfigMap+" of every namespace with attempts. Empty: the certificate is publicly trusted.")
@@ -203,6 +204,8 @@ func main() {
 		// Cache only the pods this operator creates, not every pod in the cluster.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
 			&corev1.Pod{}: {Label: labels.SelectorFromSet(labels.Set{"app.kubernetes.io/managed-by": "agentrun"})},
+			// The gateways' liveness Leases (internal/controller/liveness.go).
+			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{gatewayNamespace: {}}},
 		}},
 		Metrics:                 metricsServerOptions,
 		WebhookServer:           webhookServer,

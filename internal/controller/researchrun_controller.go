@@ -248,6 +248,9 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 		g.current = max(g.current, ra.Spec.Attempt)
 	}
 	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
+	if err := r.gatherLiveness(ctx, g); err != nil {
+		return nil, err
+	}
 
 	if g.current > 0 {
 		obs, pod, err := r.observePod(ctx, run, g.current, g.attempts[g.current])

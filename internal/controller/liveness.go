@@ -1,0 +1,91 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/agentrun-dev/agentrun/internal/lifecycle"
+)
+
+// The gateway vouches for the attempts it governs with its Lease, so an
+// attempt's liveness costs no write per heartbeat (docs/gateway.md#liveness).
+// The manager caches Leases of the gateway's namespace only (cmd/main.go).
+// Lease renewals are not watched: they change no decision until the Lease
+// goes stale, and the decision's RequeueAfter wakes the run for that.
+// +kubebuilder:rbac:groups=coordination.k8s.io,resources=leases,verbs=get;list;watch
+
+// gatherLiveness reads, for the current attempt if the gateway governs it
+// (status.liveness), the Lease of the gateway replica it names, into that
+// attempt's facts (lifecycle AttemptFacts.Lease). A Lease that does not
+// exist is a fact (the gateway is gone); a read that fails is an error.
+func (r *ResearchRunReconciler) gatherLiveness(ctx context.Context, g *gathered) error {
+	ra := g.attempts[g.current]
+	if ra == nil || ra.Status.Liveness == nil {
+		return nil
+	}
+	key, err := leaseKey(ra.Status.Liveness.Gateway)
+	if err != nil {
+		return fmt.Errorf("RunAttempt %s/%s status.liveness.gateway: %w", ra.Namespace, ra.Name, err)
+	}
+	l := &coordinationv1.Lease{}
+	fact := lifecycle.GatewayLease{}
+	switch err := r.Get(ctx, key, l); {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return fmt.Errorf("reading the gateway Lease %s of RunAttempt %s/%s: %w", key, ra.Namespace, ra.Name, err)
+	default:
+		fact = leaseFact(l)
+	}
+	for i := range g.facts {
+		if g.facts[i].Attempt == g.current {
+			g.facts[i].Lease = fact
+		}
+	}
+	return nil
+}
+
+// leaseKey parses status.liveness.gateway: namespace/name.
+func leaseKey(ref string) (types.NamespacedName, error) {
+	ns, name, ok := strings.Cut(ref, "/")
+	if !ok || ns == "" || name == "" {
+		return types.NamespacedName{}, fmt.Errorf("%q is not namespace/name of a Lease", ref)
+	}
+	return types.NamespacedName{Namespace: ns, Name: name}, nil
+}
+
+// leaseFact is what the decision reads of a Lease.
+func leaseFact(l *coordinationv1.Lease) lifecycle.GatewayLease {
+	f := lifecycle.GatewayLease{Found: true}
+	if h := l.Spec.HolderIdentity; h != nil {
+		f.Holder = *h
+	}
+	if t := l.Spec.AcquireTime; t != nil {
+		f.AcquireTime = t.Time
+	}
+	if t := l.Spec.RenewTime; t != nil {
+		f.RenewTime = t.Time
+	}
+	return f
+}
+
