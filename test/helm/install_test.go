@@ -34,7 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/test/utils"
 )
 
@@ -84,7 +84,7 @@ func TestNonDefaultInstallOnAPIServer(t *testing.T) {
 	t.Cleanup(func() { _ = env.Stop() })
 	scheme := runtime.NewScheme()
 	g.Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())
-	g.Expect(v1.AddToScheme(scheme)).To(Succeed())
+	g.Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
 	admin, err := client.New(cfg, client.Options{Scheme: scheme})
 	g.Expect(err).NotTo(HaveOccurred())
 	as := func(who rest.ImpersonationConfig) client.Client {
@@ -131,11 +131,11 @@ func TestNonDefaultInstallOnAPIServer(t *testing.T) {
 
 	const team = "team-a"
 	g.Expect(admin.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: team}})).To(Succeed())
-	session := &v1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "research"},
-		Spec: v1.SessionSpec{PolicyRef: v1.LocalObjectReference{Name: "default"}}}
+	session := &v1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "research"},
+		Spec: v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "default"}}}
 	g.Expect(admin.Create(ctx, session)).To(Succeed())
 	writeSessionStatus := func(c client.Client, activeRun string) error {
-		s := &v1.Session{}
+		s := &v1alpha1.Session{}
 		if err := admin.Get(ctx, client.ObjectKeyFromObject(session), s); err != nil {
 			return err
 		}
@@ -156,8 +156,8 @@ func TestNonDefaultInstallOnAPIServer(t *testing.T) {
 	t.Run("the renamed operator writes session status and RunAttempts", func(t *testing.T) {
 		g := NewWithT(t)
 		g.Expect(writeSessionStatus(operator, "run-1")).To(Succeed())
-		ra := &v1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "run-1-1"},
-			Spec: v1.RunAttemptSpec{RunName: "run-1", Attempt: 1}}
+		ra := &v1alpha1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "run-1-1"},
+			Spec: v1alpha1.RunAttemptSpec{RunName: "run-1", Attempt: 1}}
 		g.Expect(operator.Create(ctx, ra)).To(Succeed())
 		ra.Spec.Goal = "survey"
 		g.Expect(operator.Update(ctx, ra)).To(Succeed())
@@ -165,7 +165,7 @@ func TestNonDefaultInstallOnAPIServer(t *testing.T) {
 
 	t.Run("the renamed gateway writes a RunAttempt's facts and its run's report", func(t *testing.T) {
 		g := NewWithT(t)
-		ra := &v1.RunAttempt{}
+		ra := &v1alpha1.RunAttempt{}
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: team, Name: "run-1-1"}, ra)).To(Succeed())
 		ra.Status.Steps = 3
 		g.Expect(gateway.Status().Update(ctx, ra)).To(Succeed())
@@ -178,12 +178,12 @@ func TestNonDefaultInstallOnAPIServer(t *testing.T) {
 
 	t.Run("config/default's names no longer carry the operator's or the gateway's authority", func(t *testing.T) {
 		g := NewWithT(t)
-		err := oldOperator.Create(ctx, &v1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "run-1-2"},
-			Spec: v1.RunAttemptSpec{RunName: "run-1", Attempt: 2}})
+		err := oldOperator.Create(ctx, &v1alpha1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: team, Name: "run-1-2"},
+			Spec: v1alpha1.RunAttemptSpec{RunName: "run-1", Attempt: 2}})
 		refusedByPolicy(err, "RunAttempts are written only by the agentrun operator (spec carries grants and "+
 			"directives); system:serviceaccount:agentrun-system:agentrun-controller-manager may not create them")
 
-		ra := &v1.RunAttempt{}
+		ra := &v1alpha1.RunAttempt{}
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: team, Name: "run-1-1"}, ra)).To(Succeed())
 		ra.Status.Steps = 99
 		refusedByPolicy(oldGateway.Status().Update(ctx, ra), "RunAttempt status (the attempt's facts) is written only by "+
