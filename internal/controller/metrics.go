@@ -47,6 +47,21 @@ var (
 		Help:    "Time from a fact arriving (RunAttempt or pod event) to the decision that acted on it being written.",
 		Buckets: []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5},
 	})
+	queueWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "agentrun_run_queue_wait_seconds",
+		Help:    "Time a ResearchRun waited in its session's queue, by how it left it (started, ended: QueueTimeout or a stop).",
+		Buckets: prometheus.ExponentialBuckets(0.5, 2, 16),
+	}, []string{"outcome"})
+	runDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "agentrun_run_duration_seconds",
+		Help:    "Time from a ResearchRun's start (leaving the queue; creation if it never started) to Terminated, by reason.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+	}, []string{"reason"})
+	approvalWait = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "agentrun_approval_wait_seconds",
+		Help:    "Time from a tool call's approval request to its decision, by decision (Approve, Deny, None: expired, withdrawn or the run ended).",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 16),
+	}, []string{"decision"})
 	conflicts = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentrun_controller_conflicts_total",
 		Help: "Status writes refused because the object changed since it was read (optimistic-lock conflicts), by resource; each pass is retried from fresh cache contents.",
@@ -99,7 +114,8 @@ func registerPhaseCollector(reader client.Reader, elected <-chan struct{}) {
 var phaseCollectorOnce sync.Once
 
 func init() {
-	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision, conflicts)
+	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision, conflicts,
+		queueWait, runDuration, approvalWait)
 }
 
 // observeDecision records the metrics of an applied decision.

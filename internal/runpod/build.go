@@ -32,6 +32,7 @@ import (
 	"k8s.io/pod-security-admission/policy"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/tracing"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -324,6 +325,11 @@ func addEnv(c *corev1.Container, run *v1alpha1.ResearchRun, attempt int32, name 
 				// Node's fetch (the official openai package) adds it to its roots.
 				corev1.EnvVar{Name: "NODE_EXTRA_CA_CERTS", Value: ca})
 		}
+	}
+	// The run's trace (the operator's root span of the run), which the SDKs
+	// forward to the gateway as the traceparent header.
+	if tp := tracing.RunTraceparent(run.UID); tp != "" {
+		env = append(env, corev1.EnvVar{Name: tracing.EnvTraceparent, Value: tp})
 	}
 	for _, e := range env {
 		if !slices.ContainsFunc(c.Env, func(t corev1.EnvVar) bool { return t.Name == e.Name }) {
