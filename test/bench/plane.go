@@ -31,12 +31,15 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	"sigs.k8s.io/yaml"
 
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 	"github.com/agentrun-dev/agentrun/internal/devstack/webhookpatch"
 )
@@ -200,7 +203,27 @@ func (p *plane) installAdmission(ctx context.Context, root string) error {
 			}
 		}
 	}
-	return nil
+	// The API server applies new policies once its informer has them: wait
+	// until a RunAttempt create by someone other than the operator is refused.
+	probe := &v1alpha1.RunAttempt{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "policy-probe"},
+		Spec:       v1alpha1.RunAttemptSpec{RunName: "policy-probe", Attempt: 1},
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		err := c.Create(ctx, probe, client.DryRunAll)
+		if apierrors.IsForbidden(err) || apierrors.IsInvalid(err) {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("config/admission-policy is not in force 60s after its creation: a RunAttempt create by %q was not refused (%v)", "admin", err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func (p *plane) stop() {
@@ -364,7 +387,7 @@ func (p *plane) apiRequests(ctx context.Context) (writes, reads, conflicts map[r
 	}
 	// Admission calls, to show the webhooks and policies were in the path.
 	p.admission = map[string]float64{}
-	for _, name := range []string{"apiserver_admission_webhook_admission_duration_seconds", "apiserver_validating_admission_policy_check_duration_seconds"} {
+	for _, name := range []string{admWebhook} {
 		for _, m := range fams[name].GetMetric() {
 			p.admission[name] += float64(m.GetHistogram().GetSampleCount())
 		}

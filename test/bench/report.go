@@ -124,7 +124,6 @@ type sysSummary struct {
 	ReadsPerRun   stat            `json:"apiserverReadsPerRun"`
 	Conflicts     stat            `json:"conflictsPerRun"`
 	WebhookCalls  stat            `json:"admissionWebhookCallsPerRun"`
-	PolicyChecks  stat            `json:"admissionPolicyChecksPerRun"`
 	Reconciles    map[string]stat `json:"reconcilesPerRun,omitempty"`
 	ReconcileMs   map[string]stat `json:"reconcileMeanMs,omitempty"`
 	QueueWaitMs   map[string]stat `json:"queueWaitMeanMs,omitempty"`
@@ -212,7 +211,6 @@ func (r *report) summarize() {
 			s.DriverCores = col(func(t trialResult) float64 { return t.DriverCores })
 			s.OtherCores = col(func(t trialResult) float64 { return t.OtherCores })
 			s.WebhookCalls = col(func(t trialResult) float64 { return t.WebhookCallsPerRun })
-			s.PolicyChecks = col(func(t trialResult) float64 { return t.PolicyChecksPerRun })
 			s.Conflicts = col(func(t trialResult) float64 {
 				sum := 0.0
 				for _, v := range t.ConflictsPerRun {
@@ -377,7 +375,7 @@ func (r *report) markdown(analysis string) string {
 	w("- **Job**: one single-pod Job per run (`completions: 1`). The driver marks the pod Running, then Succeeded with a terminated container (exit 0), as a kubelet would. Terminal = condition `Complete` seen on a watch.\n")
 	w("- **agentrun**: one ResearchRun per run, each in its own Session (the Sessions and one RuntimePolicy are created before the clock starts). The driver marks the attempt pod Running, writes the RunAttempt facts an agent writes (3 steps, usage, `finishProposed`), waits for `Finalizing` on the RunAttempt, writes the settled publication (`Complete`), then marks the pod Succeeded. Terminal = `status.phase: Terminated` seen on a watch.\n\n")
 	w("Workloads: **serial**, one run at a time on an otherwise idle plane (the next is created when the previous is terminal); **burst**, N runs created at once; **stepped**, runs offered at rising rates for a fixed window each, stopping after the first step whose backlog grew (by more than a tenth of the rate per second over the second half of the window, or creation fell more than 1 s behind); then the backlog drains. ")
-	w("Admission webhooks are not installed for either peer in these (the manager runs with `ENABLE_WEBHOOKS=false`); the workloads marked *with webhooks* rerun agentrun as a real install has it: config/webhook's Validating and MutatingWebhookConfigurations installed with a serving certificate the benchmark generates (envtest's, with its caBundle) and config/webhook's kustomize patches (internal/devstack/webhookpatch), the manager serving them, and config/admission-policy's ValidatingAdmissionPolicies in force (the manager runs as the operator's service account, the RunAttempt facts are written as agentrun-gateway's). ")
+	w("Admission webhooks are not installed for either peer in these (the manager runs with `ENABLE_WEBHOOKS=false`); the workloads marked *with webhooks* rerun agentrun as a real install has it: config/webhook's Validating and MutatingWebhookConfigurations installed with a serving certificate the benchmark generates (envtest's, with its caBundle) and config/webhook's kustomize patches (internal/devstack/webhookpatch), the manager serving them, and config/admission-policy's ValidatingAdmissionPolicies in force (the benchmark waits until the API server refuses a RunAttempt create by an identity other than the operator's; the manager runs as the operator's service account, the RunAttempt facts are written as agentrun-gateway's). ")
 	w("**live**: M runs alive at once (each in its own Session), each agent making one model call every %s through a real agentrun-gateway process (cmd/gateway, plain HTTP on loopback, its own identity, TokenReview of each pod-bound token) to a fake upstream (internal/upstream, %s fixed latency) in the driver, one step report per call and %d agent-dispatched tool calls (`http.get`, admitted and reported through the gateway's agent API) per run, for a %s window once all M are alive; runs are created at %d/s, and after the window each run finishes through the gateway at %d/s (finish → Finalizing on the RunAttempt → settle → pod Succeeded). M steps up on a fresh plane each, stopping after the first step not sustained (every run alive and terminal, finishProposed → Finalizing and pod Succeeded → Terminated p99 both under %s, under 1%% model-call errors).\n\n",
 		liveOr(r, func(l *liveSettings) string { return l.Interval.String() }), liveOr(r, func(l *liveSettings) string { return l.UpstreamLatency.String() }),
 		liveOrInt(r, func(l *liveSettings) int { return l.ToolCalls }), liveOr(r, func(l *liveSettings) string { return l.Window.String() }),
@@ -391,7 +389,8 @@ func (r *report) markdown(analysis string) string {
 	w("- **CPU, RSS**: the controller process's utime+stime (`/proc/<pid>/stat`) over the workload, per 1,000 runs, and its peak RSS (`VmHWM`); the apiserver's and etcd's CPU the same way. **etcd WAL bytes**: `etcd_disk_wal_write_bytes_total`; **etcd disk bytes**: `write_bytes` of `/proc/<etcd>/io`.\n")
 	w("- **ceiling**: status patches per second that a plain client (%d concurrent requests, no rate limit) gets from the same stack, for pod, RunAttempt and ResearchRun status, on a fresh plane with no controller, and the apiserver CPU each costs.\n",
 		r.Settings.CeilingWorkers)
-	w("- **agentrun rows**: reconciles, reconcile time and work-queue wait come from the operator's own metrics endpoint.\n\n")
+	w("- **agentrun rows**: reconciles, reconcile time and work-queue wait come from the operator's own metrics endpoint.\n")
+	w("- **live runs**: figures over the window, when all M runs are alive: *stored writes* are the apiserver's write requests (all clients) less those that store nothing (TokenReviews, access reviews, token requests), per second and per live run per second; *per live run-minute* divides by M × the window in minutes; operator and gateway CPU is cores (CPU-seconds per second) per 1,000 live runs, their RSS is `VmRSS` at the window's end and its growth over the idle plane's, per 1,000 live runs. *Terminal-fact → phase* is finishProposed (the gateway's answer to the finish) → Finalizing on the RunAttempt, and pod Succeeded → Terminated on the ResearchRun, in the finish phase. **Ceiling-bound M** = RunAttempt status patches/s of the ceiling workload ÷ stored writes per live run per second: the live runs the stack's own write ceiling would carry.\n\n")
 	w("`-profile-dir DIR` adds CPU profiles of the apiserver and the operator for each workload; `-trace N` writes the watch timeline of the first N runs of each workload; `go run ./test/bench -h` lists every option.\n\n")
 	w("Each figure is the median over trials, with the spread `[min–max]`. Each trial starts a fresh control plane per system and workload, runs %d unmeasured warm-up runs, waits until the watches are quiet, then measures.\n\n", r.Settings.Warmup)
 

@@ -92,7 +92,6 @@ func (r *report) webhookTables(w writer) {
 		row("create → terminal p99 (ms)", without.E2EP99, with.E2EP99, 0)
 		row("finishProposed → Finalizing on the RunAttempt, p99 (ms)", without.FinalizeP99, with.FinalizeP99, 1)
 		row("admission webhook calls per run (apiserver's count)", without.WebhookCalls, with.WebhookCalls, 2)
-		row("ValidatingAdmissionPolicy checks per run (apiserver's count)", without.PolicyChecks, with.PolicyChecks, 2)
 		row("controller writes per run, total", without.WritesPerRun, with.WritesPerRun, 2)
 		row("apiserver writes/s, all clients", without.WritesPerSec, with.WritesPerSec, 0)
 		row("controller CPU-seconds per 1,000 runs (webhook server included)", without.CPUPer1000, with.CPUPer1000, 2)

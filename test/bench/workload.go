@@ -41,11 +41,8 @@ import (
 
 const benchNS = "bench"
 
-// The apiserver's admission metrics the report counts.
-const (
-	admWebhook = "apiserver_admission_webhook_admission_duration_seconds"
-	admPolicy  = "apiserver_validating_admission_policy_check_duration_seconds"
-)
+// admWebhook is the apiserver's metric of admission webhook calls.
+const admWebhook = "apiserver_admission_webhook_admission_duration_seconds"
 
 // workload is one scenario: a burst of n runs, runs one at a time, stepped
 // arrival rates, or live runs (live.go).
@@ -177,10 +174,9 @@ type trialResult struct {
 	Outcomes         map[string]int `json:"outcomes"`
 	// ObjectBytes is the mean JSON size of each kind at the end, managedFields included.
 	ObjectBytes map[string]float64 `json:"objectBytes,omitempty"`
-	// Admission webhook calls and ValidatingAdmissionPolicy checks per run
-	// (the apiserver's metrics; zero without webhooks).
+	// Admission webhook calls per run (the apiserver's metric; zero
+	// without webhooks).
 	WebhookCallsPerRun float64            `json:"admissionWebhookCallsPerRun"`
-	PolicyChecksPerRun float64            `json:"admissionPolicyChecksPerRun"`
 	DriverErrors       int64              `json:"driverErrors"`
 	DriverFirstErr     string             `json:"driverFirstError,omitempty"`
 	Steps              []stepResult       `json:"steps,omitempty"`
@@ -736,7 +732,6 @@ func (r *trialResult) fill(d *driver, names []string, before, after *snap) {
 		r.EtcdDBBytesAfter = after.etcd["etcd_mvcc_db_total_size_in_bytes"]
 	}
 	r.WebhookCallsPerRun = (after.admission[admWebhook] - before.admission[admWebhook]) / runs
-	r.PolicyChecksPerRun = (after.admission[admPolicy] - before.admission[admPolicy]) / runs
 	r.DriverErrors = d.errCount.Load()
 	if s, ok := d.firstErr.Load().(string); ok {
 		r.DriverFirstErr = s
