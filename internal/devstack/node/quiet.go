@@ -24,9 +24,14 @@ import (
 
 // conflictsQuiet is a slog handler for virtual-kubelet's logs: an
 // optimistic-lock conflict (another writer updated the pod first; the
-// update is retried) is routine, so it is logged at Info without the stack
-// trace virtual-kubelet attaches (errorVerbose), not as an ERROR.
+// update is retried) is routine, so it is logged at conflictLevel without
+// the stack trace virtual-kubelet attaches (errorVerbose), not as an ERROR.
 type conflictsQuiet struct{ slog.Handler }
+
+// conflictLevel is logr's V(1) (logr.ToSlogHandler maps slog level -n to
+// V(n)): the node's debug lines, shown as DEBUG in the stack's
+// local-node.log, like "bound pod".
+const conflictLevel = slog.Level(-1)
 
 // conflictMessage is the API server's text for an optimistic-lock conflict.
 const conflictMessage = "the object has been modified"
@@ -43,7 +48,7 @@ func (h conflictsQuiet) Handle(ctx context.Context, r slog.Record) error {
 	if !conflict || r.Level < slog.LevelWarn {
 		return h.Handler.Handle(ctx, r)
 	}
-	out := slog.NewRecord(r.Time, slog.LevelInfo, r.Message+" (an optimistic-lock conflict; retried)", r.PC)
+	out := slog.NewRecord(r.Time, conflictLevel, r.Message+" (an optimistic-lock conflict; retried)", r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key != "errorVerbose" {
 			out.AddAttrs(a)
