@@ -248,9 +248,11 @@ func (f apiserverRestart) Setup(_ context.Context, p *Plant) error {
 func (f apiserverRestart) Wait() time.Duration { return uniform(f.lo, f.hi) }
 func (f apiserverRestart) Fault(ctx context.Context, p *Plant) (string, error) {
 	down := uniform(f.downLo, f.downHi)
+	stopping := time.Now()
 	if err := p.API.Stop(); err != nil {
 		return "", err
 	}
+	stopped := time.Since(stopping)
 	select {
 	case <-ctx.Done():
 	case <-time.After(down):
@@ -259,7 +261,8 @@ func (f apiserverRestart) Fault(ctx context.Context, p *Plant) (string, error) {
 	if err := p.API.Start(ctx); err != nil {
 		return "", err
 	}
-	return fmt.Sprintf("kube-apiserver down %s, ready %s after start", down.Round(100*time.Millisecond),
+	return fmt.Sprintf("kube-apiserver stopped in %s, kept down %s, ready %s after start",
+		stopped.Round(100*time.Millisecond), down.Round(100*time.Millisecond),
 		time.Since(start).Round(100*time.Millisecond)), nil
 }
 func (f apiserverRestart) Teardown(_ context.Context, p *Plant) error {

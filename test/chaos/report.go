@@ -124,13 +124,13 @@ func (r *Report) Markdown(analysis string) string {
 		"times are upper bounds.\n\n", r.Machine)
 
 	w("## The figures\n\n")
-	w("| scenario | mode | runs | faults | end = baseline | extra attempts | pods of one run at once | " +
+	w("| scenario | mode | runs | faults | end = baseline | of the rest: same end, counts lost | extra attempts | pods of one run at once | " +
 		"double-counted units | tool calls dispatched twice | session overlaps | facts lost | " +
 		"model requests served / counted | converged after last fault | wall |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.ordered() {
-		w("| %s | %s | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d / %d | %.1f s | %.0f s |\n",
-			res.Name, res.Mode, res.Runs, res.Faults, pct(res.Matching, res.Runs), res.ExtraAttempts,
+		w("| %s | %s | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d / %d | %.1f s | %.0f s |\n",
+			res.Name, res.Mode, res.Runs, res.Faults, pct(res.Matching, res.Runs), res.CountsLost, res.ExtraAttempts,
 			len(res.Breaks.PodOverlaps), res.DoubleCounted, res.ToolDispatchedTwice, len(res.Breaks.SessionOverlaps),
 			len(res.Breaks.FactsLost), res.ModelDispatched, res.ModelCounted, res.ConvergeSecs, res.WallSecs)
 	}
@@ -142,6 +142,8 @@ func (r *Report) Markdown(analysis string) string {
 	w("## What is measured\n\n")
 	w("- **End = baseline**: a run's reason, settlement, number of attempts and ledger (model requests, tool " +
 		"calls and tokens of each attempt) equal the fault-free outcome of its kind.\n")
+	w("- **Of the rest: same end, counts lost**: runs that differ from the baseline only by lower usage " +
+		"counts (same reason, settlement and attempts; no count higher): counts lost, none added.\n")
 	w("- **Extra attempts**: attempts beyond the baseline's; **pods of one run at once**: a watch saw two pods " +
 		"of one run alive (neither Succeeded nor Failed nor removed) at the same time.\n")
 	w("- **Double-counted units**: |ledger entry − that attempt's own reported usage| + |Σ ledger − " +

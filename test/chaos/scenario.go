@@ -82,18 +82,21 @@ func Scenarios(full bool) []Scenario {
 
 // Result is one scenario's figures.
 type Result struct {
-	Name     string             `json:"name"`
-	Title    string             `json:"title"`
-	Mode     string             `json:"mode"`
-	Started  time.Time          `json:"started"`
-	WallSecs float64            `json:"wallSeconds"`
-	Faults   int                `json:"faults"`
-	FaultLog []string           `json:"faultLog,omitempty"`
-	Runs     int                `json:"runs"`
-	Matching int                `json:"matchingBaseline"`
-	Mismatch []string           `json:"mismatches,omitempty"`
-	NotEnded []string           `json:"notTerminated,omitempty"`
-	ByKind   map[Kind]KindTally `json:"byKind"`
+	Name     string    `json:"name"`
+	Title    string    `json:"title"`
+	Mode     string    `json:"mode"`
+	Started  time.Time `json:"started"`
+	WallSecs float64   `json:"wallSeconds"`
+	Faults   int       `json:"faults"`
+	FaultLog []string  `json:"faultLog,omitempty"`
+	Runs     int       `json:"runs"`
+	Matching int       `json:"matchingBaseline"`
+	Mismatch []string  `json:"mismatches,omitempty"`
+	NotEnded []string  `json:"notTerminated,omitempty"`
+	// CountsLost counts the mismatches that ended as the baseline (reason,
+	// settlement, attempts) with lower usage counts: counts lost, none added.
+	CountsLost int                `json:"sameEndCountsLost"`
+	ByKind     map[Kind]KindTally `json:"byKind"`
 	// ExtraAttempts sums, over runs, the attempts beyond the baseline's.
 	ExtraAttempts int `json:"extraAttempts"`
 	// DoubleCounted sums, over runs, |ledger − attempts' own usage| in budget
@@ -222,7 +225,9 @@ func Run(ctx context.Context, p *Plant, sc Scenario, ns string, base Baseline, m
 	}
 	names, kinds := w.Created()
 	env.logf("%s: %d runs made, %d faults; waiting for every run to end", sc.Name, len(names), res.Faults)
-	waitAll(ctx, w, names, 10*time.Minute)
+	// A run that has not ended this long after the last fault is reported
+	// as not ended (and the scenario goes on).
+	waitAll(ctx, w, names, waitAfterFaults(mode))
 	// The gateway writes facts every flush interval; let the last ones land.
 	time.Sleep(time.Second)
 	res.WallSecs = time.Since(start).Seconds()
@@ -246,6 +251,9 @@ func Run(ctx context.Context, p *Plant, sc Scenario, ns string, base Baseline, m
 			t.Matching++
 		default:
 			res.Mismatch = append(res.Mismatch, fmt.Sprintf("%s: %s (baseline %s)", n, o, base[k]))
+			if o.SameEndFewerCounts(base[k]) {
+				res.CountsLost++
+			}
 		}
 		if ended && base != nil && o.Attempts > base[k].Attempts {
 			res.ExtraAttempts += o.Attempts - base[k].Attempts
@@ -276,6 +284,13 @@ func Run(ctx context.Context, p *Plant, sc Scenario, ns string, base Baseline, m
 		Expired: after.Expired - proxyBefore.Expired,
 	}
 	return res, outcomes, nil
+}
+
+func waitAfterFaults(mode string) time.Duration {
+	if mode == "full" {
+		return 5 * time.Minute
+	}
+	return 3 * time.Minute
 }
 
 // feed makes runs, at most two unfinished per session (one active, one

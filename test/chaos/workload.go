@@ -44,7 +44,10 @@ const (
 	// KindComplete opens a ticket, takes notes, publishes two sections and finishes: Completed/Complete.
 	KindComplete Kind = "complete"
 	// KindBudget never finishes: its working budget runs out, it finalizes
-	// one section from the reserve: BudgetExhausted/Partial.
+	// one section from the reserve: BudgetExhausted/Partial. The request that
+	// uses the working budget up asks for no tool call: a tool call of that
+	// turn would race the operator's Finalizing (which refuses research), so
+	// the baseline would depend on how fast the operator reacts.
 	KindBudget Kind = "budget"
 	// KindCrash dies (exit 137) on attempt 1 with nothing in flight; attempt
 	// 2 completes: Completed/Complete with two attempts.
@@ -104,7 +107,7 @@ turns:
 turns:
 - tools: [{name: ticket.create, args: {title: %q}}]
 - tools: [{name: notes.write, args: {section: Beta, text: "b1"}}]
-- tools: [{name: notes.write, args: {section: Gamma, text: "c1"}}]
+- say: "Weighing Gamma."
 - tools: [{name: notes.write, args: {section: Alpha, text: "a2"}}]
   repeat: 20
 finalize:
@@ -452,6 +455,22 @@ func (o Outcome) Equal(b Outcome) bool {
 	}
 	for i := range o.Ledger {
 		if o.Ledger[i] != b.Ledger[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// SameEndFewerCounts says whether o ended as b (reason, settlement, attempts)
+// with a ledger no higher than b's in every count: counts were lost, none
+// added (the gateway's documented loss on a kill).
+func (o Outcome) SameEndFewerCounts(b Outcome) bool {
+	if o.Reason != b.Reason || o.Settlement != b.Settlement || o.Attempts != b.Attempts || len(o.Ledger) != len(b.Ledger) {
+		return false
+	}
+	for i := range o.Ledger {
+		x, y := o.Ledger[i], b.Ledger[i]
+		if x.Attempt != y.Attempt || x.ModelRequests > y.ModelRequests || x.ToolCalls > y.ToolCalls || x.Tokens > y.Tokens {
 			return false
 		}
 	}

@@ -102,7 +102,13 @@ func (c *APIServerControl) Restarts() int {
 	return c.restarts
 }
 
-// Stop stops kube-apiserver (SIGTERM, SIGKILL after 20 s) and waits until it is gone.
+// StopGrace is how long Stop waits after SIGTERM before it sends SIGKILL.
+// kube-apiserver stops listening at once on SIGTERM but then takes about 20 s
+// to drain its watches and exit; the control does not wait for that.
+const StopGrace = 3 * time.Second
+
+// Stop stops kube-apiserver (SIGTERM, SIGKILL after StopGrace) and waits
+// until it is gone.
 func (c *APIServerControl) Stop() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -110,7 +116,7 @@ func (c *APIServerControl) Stop() error {
 		_ = c.cmd.Process.Signal(syscall.SIGTERM)
 		select {
 		case <-c.done:
-		case <-time.After(20 * time.Second):
+		case <-time.After(StopGrace):
 			_ = c.cmd.Process.Kill()
 			<-c.done
 		}
@@ -122,7 +128,7 @@ func (c *APIServerControl) Stop() error {
 	}
 	// envtest's process: envtest reaps it; wait until the pid is gone.
 	_ = syscall.Kill(c.pid, syscall.SIGTERM)
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(StopGrace)
 	for processExists(c.pid) {
 		if time.Now().After(deadline) {
 			_ = syscall.Kill(c.pid, syscall.SIGKILL)
