@@ -316,6 +316,13 @@ type FinalizationStatus struct {
 }
 
 // ResearchRunStatus is written only by the operator (the termination owner).
+// The API server refuses a backwards transition. The rules sit here, on the
+// status, not on the whole object, so a write evaluates them against the
+// status alone (a root rule only keeps the status from being removed).
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'Terminated' || (has(self.phase) && self.phase == 'Terminated')",message="status.phase: Terminated is absorbing and cannot change"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'Finalizing' || (has(self.phase) && (self.phase == 'Finalizing' || self.phase == 'Terminated'))",message="status.phase: Finalizing is one-way and may only move to Terminated"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'Terminated' || (has(self.reason) == has(oldSelf.reason) && (!has(oldSelf.reason) || self.reason == oldSelf.reason))",message="status.reason cannot change once Terminated"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.phase) || oldSelf.phase != 'Terminated' || (has(self.settlement) == has(oldSelf.settlement) && (!has(oldSelf.settlement) || self.settlement == oldSelf.settlement))",message="status.settlement cannot change once Terminated"
 type ResearchRunStatus struct {
 	// observedGeneration is the spec generation this status describes; -1
 	// (the API's default) until the operator first writes the status.
@@ -417,10 +424,7 @@ type ResearchRunStatus struct {
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.steps`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || (has(self.status) && has(self.status.phase) && self.status.phase == 'Terminated')",message="status.phase: Terminated is absorbing and cannot change"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Finalizing' || (has(self.status) && has(self.status.phase) && (self.status.phase == 'Finalizing' || self.status.phase == 'Terminated'))",message="status.phase: Finalizing is one-way and may only move to Terminated"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || (has(self.status) && (has(self.status.reason) == has(oldSelf.status.reason)) && (!has(oldSelf.status.reason) || self.status.reason == oldSelf.status.reason))",message="status.reason cannot change once Terminated"
-// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || (has(self.status) && (has(self.status.settlement) == has(oldSelf.status.settlement)) && (!has(oldSelf.status.settlement) || self.status.settlement == oldSelf.status.settlement))",message="status.settlement cannot change once Terminated"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || has(self.status)",message="status.phase: Terminated is absorbing and cannot change"
 
 // ResearchRun is one research task for an agent: a goal, a pod template, a
 // budget with an output reserve, gates, recovery, and the user's stop request

@@ -89,13 +89,12 @@ type ModeChange struct {
 	// saw it (from its cache) when it recorded the switch, moments after
 	// admission. Written by the operator alone, never taken from the stamp.
 
-	// activeRun is the run that held the session (status.activeRun, or a run
-	// in an active phase if that was lost); empty when no run held it.
+	// activeRun is the run that held the session (the run in an active
+	// phase); empty when no run held it.
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	ActiveRun string `json:"activeRun,omitempty"`
-	// activeRunPhase is activeRun's phase (Pending for a run that has claimed
-	// the session but has no phase yet); empty when there is no activeRun.
+	// activeRunPhase is activeRun's phase; empty when there is no activeRun.
 	// +optional
 	ActiveRunPhase Phase `json:"activeRunPhase,omitempty"`
 	// activeRunSteps is the steps activeRun had taken (its status.steps).
@@ -140,8 +139,10 @@ type SessionStatus struct {
 	// mode is the effective permission mode (spec.mode, or the policy's default).
 	// +optional
 	Mode PermissionMode `json:"mode,omitempty"`
-	// activeRun is the run that holds the session. Runs claim it with a
-	// resourceVersion precondition, so at most one holds it.
+	// activeRun is the run that holds the session: the one in an active
+	// phase (Running, Recovering, Finalizing). A summary: the operator starts
+	// a run by writing the run's own status, and writes this at most once a
+	// second per session, so it may trail the runs by that much.
 	// +optional
 	ActiveRun string `json:"activeRun,omitempty"`
 	// queuedRuns are the first waiting runs in order (at most 20; see queuedCount).

@@ -122,6 +122,7 @@ func newEdge(t *testing.T, funcs interceptor.Funcs) *edge {
 		Client: e.client, APIReader: e.client, Scheme: s, Recorder: e.recorder, Clock: e.clock,
 		facts:           newFactClock(e.clock),
 		podExpectations: newExpectations(e.clock, time.Minute),
+		admissions:      newAdmissions(),
 		runners:         &runners{ready: map[string]bool{}},
 	}
 	return e
@@ -179,12 +180,12 @@ func TestPodStartTimeoutOnTheFakeClock(t *testing.T) {
 	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRunning || run.Status.Attempt != 1 {
 		t.Fatalf("first pass: %s attempt %d (%s), want Running attempt 1", run.Status.Phase, run.Status.Attempt, run.Status.Message)
 	}
-	if diff := cmp.Diff([]string{"Normal Running"}, e.events()); diff != "" {
-		t.Errorf("first pass: events (-want +got):\n%s", diff)
+	if evs := e.events(); len(evs) != 0 {
+		t.Errorf("first pass: events %v, want none (a usual start has no event: Terminated tells the run)", evs)
 	}
 	// The pass that creates attempt 1 cannot see its RunAttempt yet, so its
-	// requeue does not count the start timeout; the next event (the
-	// session's claim, the pod's scheduling status) brings a pass that does.
+	// requeue does not count the start timeout; the next event (the pod's
+	// scheduling status) brings a pass that does.
 	if res.RequeueAfter <= 0 {
 		t.Errorf("first pass: requeue after %s, want a wake-up", res.RequeueAfter)
 	}
@@ -293,38 +294,50 @@ func TestEveryStatusWriteCarriesTheLock(t *testing.T) {
 }
 
 // TestEventsSurviveALaterFailedStep: a pass whose status write succeeded
-// and whose next step (creating the RunAttempt) then fails still records
-// the transition's event: it was recorded right after the status write.
-// The next pass finds the decision in the status, has no transition of its
-// own and records nothing more, so an event recorded only at the end of a
-// pass would be lost for good.
+// and whose next step then fails (deleting the pod of a cancelled run)
+// still records the transition's event: it was recorded right after the
+// status write. The next pass finds the decision in the status, has no
+// transition of its own and records nothing more, so an event recorded only
+// at the end of a pass would be lost for good.
 func TestEventsSurviveALaterFailedStep(t *testing.T) {
-	failing := true
+	ctx := context.Background()
+	failing := false
 	e := newEdge(t, interceptor.Funcs{
-		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
-			if _, ok := obj.(*v1alpha1.RunAttempt); ok && failing {
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if _, ok := obj.(*corev1.Pod); ok && failing {
 				return apierrors.NewInternalError(errors.New("injected by the test"))
 			}
-			return c.Create(ctx, obj, opts...)
+			return c.Delete(ctx, obj, opts...)
 		},
 	})
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: edgeNS, Name: "r"}}
-	if _, err := e.runs.Reconcile(context.Background(), req); err == nil || !strings.Contains(err.Error(), "injected by the test") {
-		t.Fatalf("first pass: error %v, want the injected RunAttempt create failure", err)
-	}
+	e.reconcile()
 	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRunning || run.Status.Attempt != 1 {
-		t.Fatalf("first pass: %s attempt %d (%s), want the decision Running attempt 1 written", run.Status.Phase,
-			run.Status.Attempt, run.Status.Message)
+		t.Fatalf("first pass: %s attempt %d (%s), want Running attempt 1", run.Status.Phase, run.Status.Attempt, run.Status.Message)
 	}
-	if diff := cmp.Diff([]string{"Normal Running"}, e.events()); diff != "" {
-		t.Errorf("first pass, failed after the status write: events (-want +got):\n%s", diff)
+	_ = e.events()
+	run := e.run()
+	run.Spec.Stop = v1alpha1.StopCancel
+	if err := e.client.Update(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+
+	failing = true
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: edgeNS, Name: "r"}}
+	if _, err := e.runs.Reconcile(ctx, req); err == nil || !strings.Contains(err.Error(), "injected by the test") {
+		t.Fatalf("cancel pass: error %v, want the injected pod delete failure", err)
+	}
+	if run := e.run(); run.Status.Reason != v1alpha1.ReasonCancelled {
+		t.Fatalf("cancel pass: %s/%s (%s), want the decision Cancelled written", run.Status.Phase, run.Status.Reason, run.Status.Message)
+	}
+	if diff := cmp.Diff([]string{"Warning Stopping"}, e.events()); diff != "" {
+		t.Errorf("cancel pass, failed after the status write: events (-want +got):\n%s", diff)
 	}
 
 	failing = false
 	e.reconcile()
-	if ra := (&v1alpha1.RunAttempt{}); e.client.Get(context.Background(),
-		types.NamespacedName{Namespace: edgeNS, Name: runpod.Name("r", 1)}, ra) != nil {
-		t.Errorf("second pass: RunAttempt %s not created", runpod.Name("r", 1))
+	pod := &corev1.Pod{}
+	if err := e.client.Get(ctx, types.NamespacedName{Namespace: edgeNS, Name: runpod.Name("r", 1)}, pod); err == nil && pod.DeletionTimestamp == nil {
+		t.Errorf("second pass: pod %s not deleted", runpod.Name("r", 1))
 	}
 	if evs := e.events(); len(evs) != 0 {
 		t.Errorf("second pass, redoing the failed step: events %v, want none (the transition was reported once)", evs)

@@ -20,11 +20,13 @@ import (
 	"sync"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/priorityqueue"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -79,30 +81,62 @@ func (f *factClock) forget(key types.NamespacedName) {
 	delete(f.first, key)
 }
 
+// terminalFactPriority is the work-queue priority of a fact that ends or
+// finalizes a run (a pod that stopped or went away, a proposed finish, a
+// settled publication): above the default priority of new runs, so a burst
+// of creations never delays the decision that frees a session and a slot.
+const terminalFactPriority = 10
+
 // wrap returns an event handler that enqueues the controlling ResearchRun of
-// the event's object and records when the fact arrived.
+// the event's object and records when the fact arrived. Terminal facts are
+// enqueued at terminalFactPriority.
 func (f *factClock) wrap() handler.EventHandler {
-	enqueue := func(obj client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	enqueue := func(obj client.Object, terminal bool, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		ref := metav1.GetControllerOf(obj)
 		if ref == nil || ref.Kind != "ResearchRun" || ref.APIVersion != v1alpha1.GroupVersion.String() {
 			return
 		}
 		key := types.NamespacedName{Namespace: obj.GetNamespace(), Name: ref.Name}
 		f.record(key)
-		q.Add(reconcile.Request{NamespacedName: key})
+		req := reconcile.Request{NamespacedName: key}
+		if pq, ok := q.(priorityqueue.PriorityQueue[reconcile.Request]); ok && terminal {
+			pq.AddWithOpts(priorityqueue.AddOpts{Priority: new(terminalFactPriority)}, req)
+			return
+		}
+		q.Add(req)
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
+			enqueue(e.Object, false, q)
 		},
 		UpdateFunc: func(_ context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.ObjectNew, q)
+			enqueue(e.ObjectNew, terminalFact(e.ObjectOld, e.ObjectNew), q)
 		},
 		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
+			enqueue(e.Object, true, q)
 		},
 		GenericFunc: func(_ context.Context, e event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
-			enqueue(e.Object, q)
+			enqueue(e.Object, false, q)
 		},
 	}
+}
+
+// terminalFact reports whether an update carries a fact that ends or
+// finalizes a run: a pod that stopped or is being deleted, an attempt that
+// proposed its finish or settled its publication.
+func terminalFact(old, obj client.Object) bool {
+	if obj.GetDeletionTimestamp() != nil && old.GetDeletionTimestamp() == nil {
+		return true
+	}
+	switch n := obj.(type) {
+	case *corev1.Pod:
+		o, ok := old.(*corev1.Pod)
+		stopped := func(p corev1.PodPhase) bool { return p == corev1.PodSucceeded || p == corev1.PodFailed }
+		return ok && stopped(n.Status.Phase) && !stopped(o.Status.Phase)
+	case *v1alpha1.RunAttempt:
+		o, ok := old.(*v1alpha1.RunAttempt)
+		return ok && ((n.Status.FinishProposed && !o.Status.FinishProposed) ||
+			(n.Status.Publication.Settled && !o.Status.Publication.Settled))
+	}
+	return false
 }

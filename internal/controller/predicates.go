@@ -17,8 +17,6 @@ limitations under the License.
 package controller
 
 import (
-	"slices"
-
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/controller-runtime/pkg/event"
@@ -30,9 +28,10 @@ import (
 // The predicates of the watches: each says which events it passes and why it
 // skips the others.
 
-// sessionChanged passes Session events that matter to its runs: the claim
-// (activeRun), the queue (positions), the permission mode, the spec, and
-// deletion.
+// sessionChanged passes Session events that matter to its runs: the
+// permission mode (attempts carry it), the spec (queue limits) and deletion.
+// The status summary (activeRun, queuedRuns, counts) follows the runs and
+// tells them nothing: a run's admission is decided from the runs themselves.
 var sessionChanged = predicate.Funcs{
 	UpdateFunc: func(e event.UpdateEvent) bool {
 		o, okOld := e.ObjectOld.(*v1alpha1.Session)
@@ -40,10 +39,7 @@ var sessionChanged = predicate.Funcs{
 		if !okOld || !okNew {
 			return false
 		}
-		return o.Status.ActiveRun != n.Status.ActiveRun || o.Status.Mode != n.Status.Mode ||
-			o.Status.QueuedCount != n.Status.QueuedCount || !slices.Equal(o.Status.QueuedRuns, n.Status.QueuedRuns) ||
-			o.Status.Runs != n.Status.Runs ||
-			o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
+		return o.Status.Mode != n.Status.Mode || o.Generation != n.Generation || !n.DeletionTimestamp.Equal(o.DeletionTimestamp)
 	},
 }
 

@@ -18,7 +18,6 @@ package controller
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,9 +48,6 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
-
-// errClaimLost says another run won the session claim in this pass.
-var errClaimLost = errors.New("another run claimed the session first")
 
 // DefaultFactGrace is the default fact grace: twice the gateway's default
 // flush interval (1s), plus a second for the whole-second resolution of the
@@ -101,7 +97,10 @@ type ResearchRunReconciler struct {
 	// podExpectations remembers pods this process created whose creation the
 	// cache has not shown yet, so a stale cache never yields a second pod.
 	podExpectations *expectations
-	runners         *runners
+	// admissions remembers the starts this process wrote that the cache does
+	// not show yet, per session (the admission's expectations).
+	admissions *admissions
+	runners    *runners
 }
 
 var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
@@ -127,17 +126,12 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if run.Status.Phase == v1alpha1.PhaseTerminated {
+		// Nothing to release: a run holds its session by its phase.
 		r.facts.forget(req.NamespacedName)
-		// A terminated run still releases its session if an earlier pass
-		// could not (conflict, crash between the two writes).
-		return requeueOnConflict(r.releaseSession(ctx, run))
+		return ctrl.Result{}, nil
 	}
 
 	g, err := r.gather(ctx, run)
-	if errors.Is(err, errClaimLost) {
-		// Another run claimed the session first; its status change requeues us.
-		return ctrl.Result{RequeueAfter: 250 * time.Millisecond}, nil
-	}
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -186,6 +180,9 @@ type gathered struct {
 	pod      lifecycle.PodObservation
 	podObj   *corev1.Pod
 	queue    lifecycle.QueueView
+	// admitting: this pass found the session free and the run first in
+	// line; its status write starts the run (admissions.settle).
+	admitting bool
 	// waiting says why the run cannot start yet (lifecycle Input.Blocked).
 	waiting string
 }
@@ -260,11 +257,11 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 		g.pod, g.podObj = obs, pod
 	}
 
-	q, err := r.queueView(ctx, run, g.session, g.policy)
+	q, admitting, err := r.queueView(ctx, run, g.session, g.policy)
 	if err != nil {
 		return nil, err
 	}
-	g.queue = q
+	g.queue, g.admitting = q, admitting
 	return g, nil
 }
 
@@ -369,6 +366,14 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.Researc
 	next := run.DeepCopy()
 	next.Status = d.Status
 	wrote, err := patchStatusIfChanged(ctx, r.Client, run, next)
+	if g.admitting {
+		// The start stays remembered unless the write was refused or the
+		// decision is not a start (a stop ended the run instead); a write
+		// whose outcome is unknown (a timeout) may have started it.
+		refused := apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err)
+		started := d.Status.Phase.IsActive() && !refused
+		r.admissions.settle(types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, run.Name, started)
+	}
 	if err != nil {
 		return err
 	}
@@ -390,14 +395,20 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.Researc
 	}
 
 	if d.Attempt > 0 {
-		ra, err := r.ensureAttempt(ctx, run, g, d)
-		if err != nil {
-			return fmt.Errorf("ensuring RunAttempt %s/%s: %w", run.Namespace, runpod.Name(run.Name, d.Attempt), err)
-		}
-		if d.Status.Phase != v1alpha1.PhaseTerminated && !d.DeletePod {
-			if err := r.ensurePod(ctx, run, g, ra, d.Attempt); err != nil {
+		// The pod comes first, so its RunAttempt is created with
+		// spec.podUID set: one write fewer than creating, then patching it.
+		// A pod whose RunAttempt is missing is served nothing by the gateway
+		// (it waits for the attempt to name it), so the order is safe.
+		var podUID string
+		if ra := g.attempts[d.Attempt]; d.Status.Phase != v1alpha1.PhaseTerminated && !d.DeletePod && (ra == nil || ra.Spec.PodUID == "") {
+			pod, err := r.ensurePod(ctx, run, g, d.Attempt)
+			if err != nil {
 				return fmt.Errorf("ensuring the pod of attempt %d of run %s: %w", d.Attempt, klog.KObj(run), err)
 			}
+			podUID = string(pod.UID)
+		}
+		if _, err := r.ensureAttempt(ctx, run, g, d, podUID); err != nil {
+			return fmt.Errorf("ensuring RunAttempt %s/%s: %w", run.Namespace, runpod.Name(run.Name, d.Attempt), err)
 		}
 	}
 
@@ -408,16 +419,15 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.Researc
 	}
 
 	// Keep the attempt's view of the run (phase, zero grant) current when the
-	// decision names no attempt (ending, Terminated).
-	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil {
-		if err := r.syncAttemptSpec(ctx, run, g, g.attempts[g.current], d); err != nil {
+	// decision names no attempt (ending, Terminated) — unless the run ended
+	// and its pod has stopped: nobody is left to read it (told).
+	told := d.Status.Phase == v1alpha1.PhaseTerminated && g.pod.Stopped()
+	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil && !told {
+		if err := r.syncAttemptSpec(ctx, run, g, g.attempts[g.current], d, ""); err != nil {
 			return fmt.Errorf("updating RunAttempt %s: %w", klog.KObj(g.attempts[g.current]), err)
 		}
 	}
 
-	if d.Status.Phase == v1alpha1.PhaseTerminated {
-		return r.releaseSession(ctx, run)
-	}
 	return nil
 }
 
@@ -446,10 +456,13 @@ func attemptSpec(run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision, n
 
 // ensureAttempt creates RunAttempt <run>-<n> if it does not exist (its name is
 // deterministic, so AlreadyExists means done) and keeps its spec current.
-func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) (*v1alpha1.RunAttempt, error) {
+// podUID, when set, is the attempt's pod, recorded on the attempt if it
+// records none yet.
+func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision,
+	podUID string) (*v1alpha1.RunAttempt, error) {
 	n := d.Attempt
 	if ra := g.attempts[n]; ra != nil {
-		return ra, r.syncAttemptSpec(ctx, run, g, ra, d)
+		return ra, r.syncAttemptSpec(ctx, run, g, ra, d, podUID)
 	}
 	ra := &v1alpha1.RunAttempt{
 		ObjectMeta: metav1.ObjectMeta{
@@ -463,6 +476,7 @@ func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1alpha1
 		},
 		Spec: attemptSpec(run, g, d, n, nil),
 	}
+	ra.Spec.PodUID = podUID
 	if err := controllerutil.SetControllerReference(run, ra, r.Scheme); err != nil {
 		return nil, err
 	}
@@ -476,17 +490,21 @@ func (r *ResearchRunReconciler) ensureAttempt(ctx context.Context, run *v1alpha1
 		if !metav1.IsControlledBy(ra, run) {
 			return nil, fmt.Errorf("RunAttempt %s exists and does not belong to run %s", klog.KObj(ra), run.Name)
 		}
-		return ra, r.syncAttemptSpec(ctx, run, g, ra, d)
+		return ra, r.syncAttemptSpec(ctx, run, g, ra, d, podUID)
 	}
 	attemptsStarted.Inc()
 	g.attempts[n] = ra
 	return ra, nil
 }
 
-func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, ra *v1alpha1.RunAttempt, d lifecycle.Decision) error {
+func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, ra *v1alpha1.RunAttempt,
+	d lifecycle.Decision, podUID string) error {
 	want := attemptSpec(run, g, d, ra.Spec.Attempt, &ra.Spec)
 	if ra.Spec.Attempt != d.Attempt && d.Attempt != 0 {
 		return nil
+	}
+	if want.PodUID == "" {
+		want.PodUID = podUID
 	}
 	if equality.Semantic.DeepEqual(ra.Spec, want) {
 		return nil
@@ -500,17 +518,17 @@ func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1alph
 	return nil
 }
 
-// ensurePod creates attempt n's pod once. The pod name is deterministic, so
-// AlreadyExists means another pass created it; expectations cover the window
-// in which the cache has not yet shown a pod this process created.
-func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, ra *v1alpha1.RunAttempt, n int32) error {
+// ensurePod creates attempt n's pod once, for an attempt that records no pod
+// yet (one that does was created once: if it is gone, that is a failed
+// attempt, never a new pod). The pod name is deterministic, so AlreadyExists
+// means another pass created it; expectations cover the window in which the
+// cache has not yet shown a pod this process created.
+func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, n int32) (*corev1.Pod, error) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, n)}
 	var pod *corev1.Pod
 	switch {
 	case g.current == n && g.podObj != nil:
 		pod = g.podObj
-	case ra.Spec.PodUID != "":
-		return nil // created once; if it is gone, that is a failed attempt, never a new pod
 	default:
 		sa := DefaultRunnerServiceAccount
 		if g.policy != nil && g.policy.Spec.RunnerServiceAccountName != "" {
@@ -518,36 +536,31 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.Res
 		}
 		built, err := runpod.Build(run, n, sa, r.Gateway)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := controllerutil.SetControllerReference(run, built, r.Scheme); err != nil {
-			return err
+			return nil, err
 		}
 		if err := r.runners.ensure(ctx, r.Client, r.APIReader, run.Namespace, sa); err != nil {
-			return fmt.Errorf("preparing runner service account %s/%s: %w", run.Namespace, sa, err)
+			return nil, fmt.Errorf("preparing runner service account %s/%s: %w", run.Namespace, sa, err)
 		}
 		r.podExpectations.expect(key)
 		if err := r.Create(ctx, built); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
 				r.podExpectations.observed(key)
-				return err
+				return nil, err
 			}
 			built = &corev1.Pod{}
 			if err := r.APIReader.Get(ctx, key, built); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		pod = built
 	}
-	if ra.Spec.PodUID == "" && metav1.IsControlledBy(pod, run) {
-		next := ra.DeepCopy()
-		next.Spec.PodUID = string(pod.UID)
-		if err := r.Patch(ctx, next, client.MergeFrom(ra)); err != nil {
-			return err
-		}
-		*ra = *next
+	if !metav1.IsControlledBy(pod, run) {
+		return nil, fmt.Errorf("pod %s exists and does not belong to run %s", key, run.Name)
 	}
-	return nil
+	return pod, nil
 }
 
 func (r *ResearchRunReconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
@@ -598,6 +611,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.facts = newFactClock(r.Clock)
 	registerPhaseCollector(mgr.GetCache(), mgr.Elected())
 	r.podExpectations = newExpectations(r.Clock, time.Minute)
+	r.admissions = newAdmissions()
 	if r.Gateway.URL == "" {
 		r.Gateway.URL = DefaultGatewayURL
 	}
@@ -611,6 +625,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		For(&v1alpha1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).
 		Watches(&v1alpha1.RunAttempt{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
 		Watches(&corev1.Pod{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
+		Watches(&v1alpha1.ResearchRun{}, r.queueChanged()).
 		Watches(&v1alpha1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
 		Watches(&v1alpha1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).

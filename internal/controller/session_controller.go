@@ -42,6 +42,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
@@ -118,8 +119,8 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	next := session.DeepCopy()
 	next.Status = status
-	// The optimistic lock keeps this write from undoing a concurrent claim of
-	// status.activeRun by a run.
+	// The optimistic lock keeps this write from undoing a concurrent one (a
+	// mode change recorded by another pass).
 	wrote, err := patchStatusIfChanged(ctx, r.Client, session, next)
 	if err != nil {
 		return requeueOnConflict(err)
@@ -196,18 +197,19 @@ func effectiveMode(session *v1alpha1.Session, policy *v1alpha1.RuntimePolicy) v1
 	return mode
 }
 
-// countRuns fills the queue and the counts from the session's runs, and clears
-// an activeRun whose run is gone or Terminated (the release a run could not do).
+// countRuns fills the summary from the session's runs: the active run (the
+// one whose phase holds the session), the waiting runs in queue order, and
+// the counts by phase.
 func (r *SessionReconciler) countRuns(status *v1alpha1.SessionStatus, runs []v1alpha1.ResearchRun) {
 	status.Runs = v1alpha1.PhaseCounts{}
+	status.ActiveRun = lifecycle.Holder(queueEntries(runs))
 	var waiting []*v1alpha1.ResearchRun
-	activeLive := false
 	for i := range runs {
 		run := &runs[i]
 		switch run.Status.Phase {
 		case "", v1alpha1.PhasePending, v1alpha1.PhaseQueued:
 			status.Runs.Queued++
-			if run.Name != status.ActiveRun {
+			if run.DeletionTimestamp == nil {
 				waiting = append(waiting, run)
 			}
 		case v1alpha1.PhaseRunning, v1alpha1.PhaseRecovering:
@@ -217,12 +219,6 @@ func (r *SessionReconciler) countRuns(status *v1alpha1.SessionStatus, runs []v1a
 		case v1alpha1.PhaseTerminated:
 			status.Runs.Terminated++
 		}
-		if run.Name == status.ActiveRun && run.Status.Phase != v1alpha1.PhaseTerminated {
-			activeLive = true
-		}
-	}
-	if !activeLive {
-		status.ActiveRun = ""
 	}
 	slices.SortFunc(waiting, fifo)
 	status.QueuedCount = int32(len(waiting))
@@ -298,10 +294,11 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Sess
 }
 
 // sessionRecountDelay coalesces the recounts a session's runs cause: every
-// phase change of a run would otherwise cost its session a status write.
-// Nothing waits on the counts (runs claim and release the session
-// themselves), so they may trail by this much.
-const sessionRecountDelay = 500 * time.Millisecond
+// phase change of a run would otherwise cost its session a status write, so
+// the summary is written at most once per this delay per session, and only
+// when it changed. Nothing waits on it (a run's admission is decided from
+// the runs themselves), so it may trail by this much.
+const sessionRecountDelay = time.Second
 
 // coalescedSessionOfRun enqueues a run's session after delay; the work queue
 // folds every event of that window into one reconcile.

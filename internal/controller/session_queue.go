@@ -20,12 +20,14 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/klog/v2"
+	"k8s.io/client-go/util/workqueue"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -95,118 +97,190 @@ func fifo(a, b *v1alpha1.ResearchRun) int {
 	return strings.Compare(a.Name, b.Name)
 }
 
-// queueView says whether run holds its session and, if not, where it waits.
-// A run claims a free session by writing Session.status.activeRun with a
-// resourceVersion precondition, so with any number of workers and a stale
-// cache at most one claim succeeds; the loser sees a conflict and tries again.
-func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1alpha1.ResearchRun, session *v1alpha1.Session, policy *v1alpha1.RuntimePolicy) (lifecycle.QueueView, error) {
+// queueEntries is the admission's view of a session's runs.
+func queueEntries(runs []v1alpha1.ResearchRun) []lifecycle.QueueEntry {
+	entries := make([]lifecycle.QueueEntry, len(runs))
+	for i := range runs {
+		o := &runs[i]
+		entries[i] = lifecycle.QueueEntry{Name: o.Name, Created: o.CreationTimestamp.Time, Phase: o.Status.Phase,
+			Deleting: o.DeletionTimestamp != nil}
+	}
+	return entries
+}
+
+// queueView says whether run holds its session and, if not, where it waits
+// (lifecycle.Admit over the session's runs from the cache, and the starts
+// this process wrote that the cache does not show yet). The run's own status
+// write (Queued → Running) is the admission: only the leader writes it, and
+// it remembers the start until its cache shows it, so with any number of
+// workers and a lagging cache it never starts two runs of one session. It
+// reports whether this pass admits run, which apply settles (admissions.settle).
+func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1alpha1.ResearchRun, session *v1alpha1.Session,
+	policy *v1alpha1.RuntimePolicy) (lifecycle.QueueView, bool, error) {
 	if session == nil || run.Status.Phase.IsActive() {
 		// An active run keeps going: the queue only gates starting.
-		return lifecycle.QueueView{Holder: true}, nil
+		return lifecycle.QueueView{Holder: true}, false, nil
 	}
 	limit, timeout := queueSettings(session, policy)
-	view := lifecycle.QueueView{Limit: limit, Timeout: timeout}
-	if session.Status.ActiveRun == run.Name {
-		view.Holder = true
-		return view, nil
-	}
+	key := client.ObjectKeyFromObject(session)
+	adm := r.admissions.lock(key)
+	defer r.admissions.unlock(key, adm)
 
 	runs, err := r.sessionRuns(ctx, run.Namespace, session.Name)
 	if err != nil {
-		return view, err
+		return lifecycle.QueueView{}, false, err
 	}
-	view, holderLive := position(view, run, session, runs)
+	view := lifecycle.Admit(run.Name, adm.overlay(r.Clock.Now(), queueEntries(runs)), limit, timeout)
 	if view.Position > view.Limit {
 		// QueueFull is final: never decide it from a stale cache. Read the
-		// session and its runs live before believing the position.
-		live := &v1alpha1.Session{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(session), live); err != nil {
-			return view, fmt.Errorf("reading Session %s live: %w", klog.KObj(session), err)
-		}
+		// session's runs live before believing the position.
 		list := &v1alpha1.ResearchRunList{}
 		if err := r.APIReader.List(ctx, list, client.InNamespace(run.Namespace)); err != nil {
-			return view, fmt.Errorf("listing the runs of namespace %s live: %w", run.Namespace, err)
+			return view, false, fmt.Errorf("listing the runs of namespace %s live: %w", run.Namespace, err)
 		}
-		var mine []v1alpha1.ResearchRun
-		for i := range list.Items {
-			if list.Items[i].Spec.SessionRef.Name == session.Name {
-				mine = append(mine, list.Items[i])
+		mine := slices.DeleteFunc(list.Items, func(o v1alpha1.ResearchRun) bool { return o.Spec.SessionRef.Name != session.Name })
+		view = lifecycle.Admit(run.Name, adm.overlay(r.Clock.Now(), queueEntries(mine)), limit, timeout)
+	}
+	if !view.Holder {
+		return view, false, nil
+	}
+	adm.admit(run.Name, r.Clock.Now())
+	return view, true, nil
+}
+
+// admissionTimeout bounds how long a start this process wrote is assumed
+// in flight when its cache never shows it (the write's outcome is always
+// settled sooner; this only keeps a lost settlement from holding a session).
+const admissionTimeout = time.Minute
+
+// admissions is the admitting writer's memory, per session, of the start it
+// wrote (or is writing) that its cache does not show yet, like the Job
+// controller's expectations; and a lock per session, so two workers never
+// admit two runs of one session at once.
+type admissions struct {
+	mu       sync.Mutex
+	sessions map[types.NamespacedName]*admission
+}
+
+// admission is one session's entry: the run admitted and when.
+type admission struct {
+	mu   sync.Mutex
+	refs int // lockers holding or waiting for mu; guarded by admissions.mu
+	run  string
+	at   time.Time
+}
+
+func newAdmissions() *admissions {
+	return &admissions{sessions: map[types.NamespacedName]*admission{}}
+}
+
+// lock returns session key's entry, locked.
+func (a *admissions) lock(key types.NamespacedName) *admission {
+	a.mu.Lock()
+	e := a.sessions[key]
+	if e == nil {
+		e = &admission{}
+		a.sessions[key] = e
+	}
+	e.refs++
+	a.mu.Unlock()
+	e.mu.Lock()
+	return e
+}
+
+// unlock releases e, forgetting the session when nothing is in flight.
+func (a *admissions) unlock(key types.NamespacedName, e *admission) {
+	e.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e.refs--
+	if e.refs == 0 && e.run == "" {
+		delete(a.sessions, key)
+	}
+}
+
+// overlay marks the admitted run in entries, or forgets it once entries show
+// it started, ended or gone (the cache caught up), or after admissionTimeout.
+func (e *admission) overlay(now time.Time, entries []lifecycle.QueueEntry) []lifecycle.QueueEntry {
+	if e.run == "" {
+		return entries
+	}
+	if now.Sub(e.at) > admissionTimeout {
+		e.run = ""
+		return entries
+	}
+	for i := range entries {
+		if entries[i].Name != e.run {
+			continue
+		}
+		if p := entries[i].Phase; p == "" || p == v1alpha1.PhasePending || p == v1alpha1.PhaseQueued {
+			entries[i].Admitted = true
+			return entries
+		}
+		break
+	}
+	e.run = "" // started, ended, or deleted: the cache shows the outcome
+	return entries
+}
+
+func (e *admission) admit(run string, now time.Time) {
+	e.run, e.at = run, now
+}
+
+// settle records the outcome of the status write of a pass that admitted
+// run: a start that was written (or may have been: the write's error is
+// not a refusal) stays remembered until the cache shows it; otherwise the
+// session is free again.
+func (a *admissions) settle(key types.NamespacedName, run string, started bool) {
+	e := a.lock(key)
+	defer a.unlock(key, e)
+	if !started && e.run == run {
+		e.run = ""
+	}
+}
+
+// queueChanged enqueues the waiting runs of a session when one of its runs
+// leaves the line or the session — it starts, ends (Terminated) or is
+// deleted — since every position behind it moves and, once the holder is
+// gone, the head of the line may start. This replaces the session claim's
+// release: nothing else tells a waiting run that the session is free.
+func (r *ResearchRunReconciler) queueChanged() handler.EventHandler {
+	enqueue := func(ctx context.Context, run *v1alpha1.ResearchRun, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		runs, err := r.sessionRuns(ctx, run.Namespace, run.Spec.SessionRef.Name)
+		if err != nil {
+			return
+		}
+		for i := range runs {
+			if o := &runs[i]; o.Name != run.Name && waitingPhase(o.Status.Phase) {
+				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 			}
 		}
-		session = live
-		if session.Status.ActiveRun == run.Name {
-			return lifecycle.QueueView{Holder: true, Limit: limit, Timeout: timeout}, nil
-		}
-		view, holderLive = position(lifecycle.QueueView{Limit: limit, Timeout: timeout}, run, session, mine)
 	}
-	if holderLive || view.Position != 1 {
-		return view, nil
+	return handler.TypedFuncs[client.Object, reconcile.Request]{
+		UpdateFunc: func(ctx context.Context, e event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			old, okOld := e.ObjectOld.(*v1alpha1.ResearchRun)
+			run, okNew := e.ObjectNew.(*v1alpha1.ResearchRun)
+			if !okOld || !okNew {
+				return
+			}
+			started := waitingPhase(old.Status.Phase) && !waitingPhase(run.Status.Phase)
+			ended := old.Status.Phase != v1alpha1.PhaseTerminated && run.Status.Phase == v1alpha1.PhaseTerminated
+			deleting := old.DeletionTimestamp == nil && run.DeletionTimestamp != nil && run.Status.Phase != v1alpha1.PhaseTerminated
+			if started || ended || deleting {
+				enqueue(ctx, run, q)
+			}
+		},
+		DeleteFunc: func(ctx context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if run, ok := e.Object.(*v1alpha1.ResearchRun); ok && run.Status.Phase != v1alpha1.PhaseTerminated {
+				enqueue(ctx, run, q)
+			}
+		},
 	}
-
-	next := session.DeepCopy()
-	next.Status.ActiveRun = run.Name
-	if _, err := patchStatusIfChanged(ctx, r.Client, session, next); err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return view, errClaimLost
-		}
-		return view, err
-	}
-	view.Holder, view.Position = true, 0
-	return view, nil
 }
 
-// position computes run's place among the session's waiting runs (FIFO) and
-// whether a live run holds the session.
-func position(view lifecycle.QueueView, run *v1alpha1.ResearchRun, session *v1alpha1.Session, runs []v1alpha1.ResearchRun) (lifecycle.QueueView, bool) {
-	holderLive := false
-	var waiting []*v1alpha1.ResearchRun
-	for i := range runs {
-		o := &runs[i]
-		if o.Status.Phase == v1alpha1.PhaseTerminated || o.DeletionTimestamp != nil {
-			continue
-		}
-		if o.Name == session.Status.ActiveRun {
-			holderLive = true
-			continue
-		}
-		if o.Status.Phase.IsActive() {
-			// Holds the session by phase even if the session's status lost it.
-			holderLive = true
-			continue
-		}
-		waiting = append(waiting, o)
-	}
-	slices.SortFunc(waiting, fifo)
-	for i, o := range waiting {
-		if o.Name == run.Name {
-			view.Position = int32(i + 1)
-			break
-		}
-	}
-	if view.Position == 0 {
-		// Not in the list yet: it is the newest.
-		view.Position = int32(len(waiting) + 1)
-	}
-	return view, holderLive
-}
-
-// releaseSession frees the session a terminated run holds, so the next run in
-// line can claim it.
-func (r *ResearchRunReconciler) releaseSession(ctx context.Context, run *v1alpha1.ResearchRun) error {
-	session := &v1alpha1.Session{}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, session); err != nil {
-		if apierrors.IsNotFound(err) {
-			return nil
-		}
-		return fmt.Errorf("reading Session %s/%s to release it: %w", run.Namespace, run.Spec.SessionRef.Name, err)
-	}
-	if session.Status.ActiveRun != run.Name {
-		return nil
-	}
-	next := session.DeepCopy()
-	next.Status.ActiveRun = ""
-	_, err := patchStatusIfChanged(ctx, r.Client, session, next)
-	return client.IgnoreNotFound(err)
+// waitingPhase reports whether a run in phase p has not started.
+func waitingPhase(p v1alpha1.Phase) bool {
+	return p == "" || p == v1alpha1.PhasePending || p == v1alpha1.PhaseQueued
 }
 
 // runsOfSession maps a Session event to its runs that are not Terminated.

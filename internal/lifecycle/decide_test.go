@@ -245,10 +245,15 @@ func decideCases() map[string]decideCase {
 			}),
 			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
 				RequeueAfter: 22*time.Minute + 30*time.Second, // Degrade point of the deadline
-				Events:       []string{evRunning}, Conditions: []string{readyTrue}},
+				Conditions:   []string{readyTrue}},
 			check: func(t *testing.T, d Decision) {
 				if !d.Status.StartTime.Equal(mt(0)) || d.Status.QueuePosition != 0 {
 					t.Errorf("start %v, position %d", d.Status.StartTime, d.Status.QueuePosition)
+				}
+				// The new attempt's ledger entry is in the pass that starts it,
+				// not in a write of its own once the attempt is seen.
+				if want := []v1alpha1.AttemptLedger{{Attempt: 1}}; !slices.Equal(d.Status.Ledger, want) {
+					t.Errorf("ledger %+v, want %+v", d.Status.Ledger, want)
 				}
 			},
 		},
@@ -653,7 +658,7 @@ func decideCases() map[string]decideCase {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(20, 5), Steps: 8, FinishProposed: true})),
 			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
 			message: "attempt 1 proposed finish after 8 steps; finalizing from the reserve of 2 model requests and 2 tool calls",
 			check: func(t *testing.T, d Decision) {
 				if !d.Status.FinalizingTime.Equal(mt(time.Minute)) || d.Status.Budget.Granted != usage(22, 7) {
@@ -674,7 +679,7 @@ func decideCases() map[string]decideCase {
 				func(in *Input) { in.Spec.Stop = v1alpha1.StopFinalize }),
 			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
 				Grant: v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
-				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+				Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
 			message: "attempt 1 proposed finish after 8 steps",
 		},
 		"finish: a requested finalization that settled ends FinalizeRequested, not succeeded": {
@@ -760,7 +765,7 @@ func decideCases() map[string]decideCase {
 			want: outcome{Rung: rungFinish, Phase: finalizing, Reason: v1alpha1.ReasonCompleted, StatusAttempt: 1, Attempt: 1,
 				Grant:        v1alpha1.Grant{ModelRequests: 22, ToolCalls: 7, FinalizeOnly: true},
 				RequeueAfter: time.Minute, // heartbeat expiry, before the grace ends at 3m
-				Events:       []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
+				Conditions:   []string{finalizingFor(v1alpha1.ReasonCompleted), readyFinal}},
 			message: "attempt 1 proposed finish after 8 steps; finalized from the reserve of 2 model requests and 2 tool calls; " +
 				"waiting up to 2m0s for the pod of attempt 1 to exit",
 			check: func(t *testing.T, d Decision) {

@@ -237,6 +237,18 @@ func (e *enactment) condition(t string) *metav1.Condition {
 	return meta.FindStatusCondition(e.st.Conditions, t)
 }
 
+// withLedgerEntry is the ledger with an entry for attempt n: an attempt the
+// decision names gets its (zero) entry in the pass that creates it, not in a
+// write of its own once the attempt is seen.
+func withLedgerEntry(ledger []v1alpha1.AttemptLedger, n int32) []v1alpha1.AttemptLedger {
+	if n < 1 || slices.ContainsFunc(ledger, func(e v1alpha1.AttemptLedger) bool { return e.Attempt == n }) {
+		return ledger
+	}
+	out := append(slices.Clone(ledger), v1alpha1.AttemptLedger{Attempt: n})
+	slices.SortFunc(out, func(a, b v1alpha1.AttemptLedger) int { return int(a.Attempt) - int(b.Attempt) })
+	return out
+}
+
 // setCondition sets a condition; its LastTransitionTime moves to now only if
 // its status changes.
 func (e *enactment) setCondition(t string, s metav1.ConditionStatus, reason, msg string) {
@@ -256,7 +268,7 @@ func (e *enactment) finish() Decision {
 	f, st := e.f, &e.st
 	st.ObservedGeneration = f.in.Generation
 	st.Tier = f.in.Spec.Tier
-	st.Ledger = f.ledger
+	st.Ledger = withLedgerEntry(f.ledger, e.d.Attempt)
 	st.Steps = f.steps
 	st.Budget.Used = f.used
 	st.Budget.Remaining = nonNeg(f.remaining())
@@ -396,20 +408,29 @@ func (e *enactment) events() []Event {
 	case e.stopping && (!wasStopping || st.Reason != f.in.Status.Reason):
 		evs = append(evs, Event{severity(), v1alpha1.EventReasonStopping, fmt.Sprintf("%s: %s", st.Reason, st.Message)})
 	case st.Phase != f.phase0 || st.Reason != f.in.Status.Reason:
+		// The usual path — start, then finalize a completed answer — has no
+		// event of its own: Terminated tells it. Waiting, recovery and a
+		// finalization for any other reason are worth one.
 		switch st.Phase {
 		case v1alpha1.PhaseQueued:
-			evs = append(evs, Event{normal, v1alpha1.EventReasonQueued, st.Message})
+			if f.phase0 != v1alpha1.PhaseQueued {
+				evs = append(evs, Event{normal, v1alpha1.EventReasonQueued, st.Message})
+			}
 		case v1alpha1.PhaseRunning:
-			evs = append(evs, Event{normal, v1alpha1.EventReasonRunning, st.Message})
+			if f.phase0 == v1alpha1.PhaseRecovering {
+				evs = append(evs, Event{normal, v1alpha1.EventReasonRunning, st.Message})
+			}
 		case v1alpha1.PhaseRecovering:
 			evs = append(evs, Event{warning, v1alpha1.EventReasonRecovering, st.Message})
 		case v1alpha1.PhaseFinalizing:
-			evs = append(evs, Event{normal, v1alpha1.EventReasonFinalizing, fmt.Sprintf("%s: %s", st.Reason, st.Message)})
+			if st.Reason != v1alpha1.ReasonCompleted {
+				evs = append(evs, Event{normal, v1alpha1.EventReasonFinalizing, fmt.Sprintf("%s: %s", st.Reason, st.Message)})
+			}
 		}
 	case e.v.newFailure:
 		evs = append(evs, Event{warning, v1alpha1.EventReasonRecovering, st.Message})
 	}
-	if e.v.newAttempt && !e.stopping && st.Phase != v1alpha1.PhaseTerminated {
+	if e.v.newAttempt && e.cur.n > 1 && !e.stopping && st.Phase != v1alpha1.PhaseTerminated {
 		evs = append(evs, Event{normal, v1alpha1.EventReasonAttemptStarted, fmt.Sprintf("started attempt %d", e.cur.n)})
 	}
 	return evs

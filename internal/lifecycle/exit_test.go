@@ -198,7 +198,7 @@ func TestScenarioAgentThatOnlyUsesTheDoors(t *testing.T) {
 	steps := []scenarioStep{
 		{name: "holds the session: attempt 1 starts",
 			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
-				RequeueAfter: 22*time.Minute + 30*time.Second, Events: []string{evRunning}, Conditions: []string{readyTrue}}},
+				RequeueAfter: 22*time.Minute + 30*time.Second, Conditions: []string{readyTrue}}},
 		{name: "its pod runs; the gateway reports what it dispatched", after: time.Second,
 			facts: func() {
 				s.pod().Phase, s.pod().StartTime = PodRunning, s.now

@@ -57,7 +57,7 @@ func TestScenario(t *testing.T) {
 		{name: "holds the session: attempt 1 starts", after: 30 * time.Second,
 			facts: func() { s.queue = QueueView{Holder: true} },
 			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
-				RequeueAfter: 22*time.Minute + 30*time.Second, Events: []string{evRunning}, Conditions: []string{readyTrue}}},
+				RequeueAfter: 22*time.Minute + 30*time.Second, Conditions: []string{readyTrue}}},
 		{name: "works: 30 requests, Degrade", after: 5 * time.Minute,
 			facts: func() {
 				*s.pod() = PodObservation{Phase: PodRunning, Created: true, StartTime: s.now.Add(-4 * time.Minute)}
@@ -164,7 +164,7 @@ func TestScenarioFinalizeRequested(t *testing.T) {
 	steps := []scenarioStep{
 		{name: "holds the session: attempt 1 starts",
 			want: outcome{Rung: rungSteady, Phase: running, StatusAttempt: 1, Attempt: 1, Grant: working,
-				RequeueAfter: 22*time.Minute + 30*time.Second, Events: []string{evRunning}, Conditions: []string{readyTrue}}},
+				RequeueAfter: 22*time.Minute + 30*time.Second, Conditions: []string{readyTrue}}},
 		{name: "works; the user asks to finalize: Finalizing/FinalizeRequested", after: time.Minute,
 			facts: func() {
 				*s.pod() = PodObservation{Phase: PodRunning, Created: true, StartTime: s.now.Add(-50 * time.Second)}

@@ -44,6 +44,10 @@ func (p PodPhase) stopped() bool {
 	return p == PodAbsent || p == "" || p == PodSucceeded || p == PodFailed
 }
 
+// Stopped reports whether the observed pod runs nothing any more (it
+// exited, or there is none).
+func (o PodObservation) Stopped() bool { return o.Phase.stopped() }
+
 // PodObservation is what the reconciler saw of the current attempt's pod.
 type PodObservation struct {
 	// Phase of the pod; PodAbsent when there is no pod object.
@@ -103,8 +107,8 @@ type GatewayLease struct {
 
 // QueueView is the run's place in its session's queue.
 type QueueView struct {
-	// Holder is true when this run holds its session (Session
-	// status.activeRun names it).
+	// Holder is true when this run holds its session: it is active, or
+	// Admit found the session free and this run first in line.
 	Holder bool
 	// Position is the run's 1-based position among the waiting runs; 0 if Holder.
 	Position int32
