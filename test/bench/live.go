@@ -604,7 +604,9 @@ func liveStep(ctx context.Context, o *options, wl workload, m, trial int) (*live
 	if err, ok := createErr.Load().(error); ok {
 		return res, fmt.Errorf("create: %w", err)
 	}
-	aliveLimit := time.Duration(m)*time.Second/time.Duration(set.Rate) + 3*time.Minute
+	// A plane that cannot start the runs within a minute of the schedule
+	// does not sustain M (and the step is not left to run for long).
+	aliveLimit := time.Duration(m)*time.Second/time.Duration(set.Rate) + time.Minute
 	for int(l.alive.Load()) < m && time.Since(start) < aliveLimit {
 		if err := alive(); err != nil {
 			return res, err
