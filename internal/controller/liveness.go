@@ -88,4 +88,3 @@ func leaseFact(l *coordinationv1.Lease) lifecycle.GatewayLease {
 	}
 	return f
 }
-

@@ -65,7 +65,7 @@ func startLiveGateway(w *world, run string) *liveGateway {
 	pod := w.pod(run, 1)
 	lg := &liveGateway{token: "token-of-" + pod.Name, lease: types.NamespacedName{Namespace: w.ns, Name: "gateway-" + run},
 		stop: make(chan struct{}), done: make(chan struct{})}
-	c := interceptor.NewClient(k8sClient.(client.WithWatch), interceptor.Funcs{
+	c := interceptor.NewClient(k8sClient, interceptor.Funcs{
 		SubResourceUpdate: func(ctx context.Context, c client.Client, sub string, obj client.Object, opts ...client.SubResourceUpdateOption) error {
 			err := c.SubResource(sub).Update(ctx, obj, opts...)
 			if err == nil && sub == "status" {
