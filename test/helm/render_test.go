@@ -307,3 +307,22 @@ func TestChartRefusesAnInvalidNamePrefix(t *testing.T) {
 		t.Errorf("an empty namePrefix (unprefixed names): %v", err)
 	}
 }
+
+// values.schema.json refuses a misspelt or mistyped value instead of
+// rendering the defaults in its place.
+func TestChartRefusesUnknownAndMistypedValues(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"misspelt": {map[string]any{"nameprefix": "ar-"}, "additional properties 'nameprefix' not allowed"},
+		"mistyped": {map[string]any{"manager": map[string]any{"replicas": "two"}}, "at '/manager/replicas': got string, want integer"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := renderChart(defaultNamespace, tc.values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("got %v, want an error containing %q", err, tc.want)
+			}
+		})
+	}
+}
