@@ -384,6 +384,7 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.Researc
 		for _, e := range d.Events {
 			r.Recorder.Eventf(run, nil, e.Type, e.Reason, v1alpha1.EventActionDecide, "%s", e.Message)
 		}
+		observeTransitionAt(ctx, run, next, r.Clock.Now())
 	}
 	waited, hadFact := r.facts.take(client.ObjectKeyFromObject(run), r.Clock.Now())
 	observeDecision(run, d, waited, hadFact)
