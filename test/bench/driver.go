@@ -265,6 +265,7 @@ type driver struct {
 	// budget, when set, is every run's budget (the live workload's runs
 	// live for minutes).
 	budget  *v1alpha1.Budget
+	gates   *v1alpha1.Gates // and gates
 	cache   cache.Cache
 	writes  *writeCounter
 	q       workqueue.TypedDelayingInterface[string]
@@ -691,6 +692,9 @@ func (d *driver) create(ctx context.Context, name, session string, measured bool
 		}
 		if d.budget != nil {
 			obj.(*v1alpha1.ResearchRun).Spec.Budget = *d.budget
+		}
+		if d.gates != nil {
+			obj.(*v1alpha1.ResearchRun).Spec.Gates = *d.gates
 		}
 	}
 	if measured {

@@ -521,7 +521,10 @@ func liveStep(ctx context.Context, o *options, wl workload, m, trial int) (*live
 	d.budget = &v1alpha1.Budget{
 		ModelRequests: calls, ToolCalls: int64(set.ToolCalls) + 10,
 		OutputReserve: v1alpha1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
+		Deadline:      &metav1.Duration{Duration: life + 10*time.Minute},
 	}
+	// One step per model call (the default maxSteps, 20, would end them).
+	d.gates = &v1alpha1.Gates{MaxSteps: int32(calls) + 10}
 	total := m
 	gw, err := startGateway(ctx, o, pl, dir)
 	if err != nil {
