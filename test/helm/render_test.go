@@ -326,3 +326,39 @@ func TestChartRefusesUnknownAndMistypedValues(t *testing.T) {
 		})
 	}
 }
+
+// An optional component turned off leaves no object of its own and no
+// reference to it in the others (a gateway that mounted the stream's client
+// certificate without the stream would never start).
+func TestChartOptionalComponents(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		absent string
+	}{
+		"no stream": {map[string]any{"stream": map[string]any{"enabled": false}}, "stream"},
+		"no tools":  {map[string]any{"tools": map[string]any{"enabled": false}}, "agentrun-tools"},
+		"no network policies": {map[string]any{"networkPolicies": map[string]any{"enabled": false}},
+			"kind: NetworkPolicy"},
+		"no disruption budget": {map[string]any{"manager": map[string]any{
+			"podDisruptionBudget": map[string]any{"enabled": false}}}, "kind: PodDisruptionBudget"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs, err := renderChart(defaultNamespace, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range objs {
+				if u.GetKind() == "CustomResourceDefinition" {
+					continue
+				}
+				data, err := yaml.Marshal(u.Object)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if strings.Contains(string(data), tc.absent) {
+					t.Errorf("%s still holds %q", key(u), tc.absent)
+				}
+			}
+		})
+	}
+}
