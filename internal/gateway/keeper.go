@@ -313,7 +313,8 @@ func (k *keeper) armSilenceLocked(now time.Time) {
 	k.silence = k.g.clock.AfterFunc(max(k.lastSeen.Add(heartbeatInterval(k.obj.Spec)).Sub(now), 0), k.checkSilence)
 }
 
-// checkSilence writes silentSince (when the agent was last seen) once this
+// checkSilence writes silentSince (when the agent was last seen, rounded up
+// to the second) once this
 // process, governing the attempt, has not seen it for a heartbeat interval:
 // nothing under way, no watch open. One write per silence; the operator
 // counts the heartbeat timeout from it.
@@ -329,7 +330,12 @@ func (k *keeper) checkSilence() {
 		k.armSilenceLocked(now)
 		return
 	}
-	t := metav1.NewTime(k.lastSeen)
+	// Whole seconds, rounded up: the timeout never counts from before the
+	// agent was last seen.
+	t := metav1.NewTime(k.lastSeen.Truncate(time.Second))
+	if t.Before(&metav1.Time{Time: k.lastSeen}) {
+		t = metav1.NewTime(t.Add(time.Second))
+	}
 	k.live.SilentSince = &t
 	k.log.V(1).Info("Attempt went silent", "lastSeen", k.lastSeen)
 	k.markLocked(false)

@@ -94,6 +94,7 @@ func TestLivenessWritesOnlyChanges(t *testing.T) {
 	tick.Stop()
 	g.Expect(calls).To(BeNumerically(">=", 40))
 	g.Expect(e.Writes.Load()).To(Equal(int64(1)), "%d calls in three heartbeat intervals, no heartbeat write", calls)
+	t.Logf("%d calls in %s (3 heartbeat intervals): %d status write (the takeover)", calls, 3*interval, e.Writes.Load())
 	g.Expect(lease(t, e).Spec.RenewTime.After(renewed)).To(BeTrue(), "the Lease was renewed meanwhile")
 
 	// An open watch is the agent being seen: no call for three intervals,
@@ -116,6 +117,8 @@ func TestLivenessWritesOnlyChanges(t *testing.T) {
 	g.Expect(silent.SilentSince.Time).To(BeTemporally("~", closed, 1500*time.Millisecond), "silentSince is when it was last seen")
 	g.Expect(silent.Holder).To(Equal(lv.Holder))
 	g.Consistently(e.Writes.Load, 3*interval, 20*time.Millisecond).Should(Equal(int64(2)), "a silence is written once")
+	t.Logf("silence: write %d sets silentSince %s (watch closed %s)", e.Writes.Load(), silent.SilentSince.Format(time.RFC3339),
+		closed.Format(time.RFC3339Nano))
 
 	// It speaks again: one write clears silentSince.
 	g.Expect(as(t, e, http.MethodPost, self("/heartbeat"), `{}`).status).To(Equal(http.StatusNoContent))
