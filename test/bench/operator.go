@@ -64,6 +64,10 @@ func runOperatorMode(args []string) error {
 		return err
 	}
 	cfg.QPS, cfg.Burst = float32(*qps), *burst
+	var webhookServer webhook.Server
+	if *enableWebhooks {
+		webhookServer = webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *webhookCertPath})
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: scheme,
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
@@ -72,7 +76,7 @@ func runOperatorMode(args []string) error {
 		Metrics:                metricsserver.Options{BindAddress: *metricsAddr},
 		HealthProbeBindAddress: *probeAddr,
 		PprofBindAddress:       *pprofAddr,
-		WebhookServer:          webhook.NewServer(webhook.Options{Host: *webhookHost, Port: *webhookPort, CertDir: *webhookCertPath}),
+		WebhookServer:          webhookServer,
 	})
 	if err != nil {
 		return err
