@@ -426,9 +426,10 @@ type AttemptLiveness struct {
 	// since is when that process began governing the attempt.
 	// +required
 	Since metav1.Time `json:"since"`
-	// silentSince is when the governing gateway last saw the attempt, set
-	// once it has not seen it for spec.heartbeatInterval (no request under
-	// way, no open watch); cleared when the agent calls again.
+	// silentSince is when the governing gateway last saw the attempt (in
+	// whole seconds, rounded up), set once it has not seen it for
+	// spec.heartbeatInterval (no request under way, no open watch); cleared
+	// when the agent calls again.
 	// +optional
 	SilentSince *metav1.Time `json:"silentSince,omitempty"`
 }
