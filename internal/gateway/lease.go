@@ -111,7 +111,7 @@ type leaseKeeper struct {
 func newLeaseKeeper(g *Gateway) *leaseKeeper {
 	lk := &leaseKeeper{g: g, renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentrun_gateway_lease_renewals_total",
-		Help: "Renewals of the gateway's liveness Lease, by result (ok, error).",
+		Help: "Renewals of the gateway's liveness Lease, by result (ok, conflict, error).",
 	}, []string{"result"})}
 	_ = g.opts.Registry.Register(lk.renewals)
 	return lk
