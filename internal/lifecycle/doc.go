@@ -152,6 +152,19 @@ limitations under the License.
 // agent blocked in a tool call for the approval timeout does not fail its
 // heartbeat; past the expiry the heartbeat timeout counts again.
 //
+// # Liveness
+//
+// An attempt the gateway governs (status.liveness) has no periodic
+// heartbeat write: the gateway seeing it is its heartbeat, and the gateway
+// vouches for it with its own Lease (AttemptFacts.Lease, an input like the
+// pod). Its heartbeat is silentSince once the gateway wrote it, else the
+// Lease's renewTime while the process that took the attempt holds it, the
+// Lease's acquireTime when another process holds it (the gateway
+// restarted), the attempt's last status write when the Lease is gone; never
+// before liveness.since, never after now. Other attempts keep
+// status.heartbeatTime. The run is requeued for that heartbeat plus the
+// timeout: a renewal changes no decision, so nothing watches it.
+//
 // # Budget
 //
 // Grants are absolute counters of the attempt's own usage. Running: budget
