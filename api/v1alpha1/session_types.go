@@ -141,8 +141,9 @@ type SessionStatus struct {
 	Mode PermissionMode `json:"mode,omitempty"`
 	// activeRun is the run that holds the session: the one in an active
 	// phase (Running, Recovering, Finalizing). A summary: the operator starts
-	// a run by writing the run's own status, and writes this at most once a
-	// second per session, so it may trail the runs by that much.
+	// a run by writing the run's own status, and writes this once the
+	// session's runs have been quiet for a second (at most 5s after their
+	// first change), so it may trail the runs by that much.
 	// +optional
 	ActiveRun string `json:"activeRun,omitempty"`
 	// queuedRuns are the first waiting runs in order (at most 20; see queuedCount).

@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -31,6 +32,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -68,6 +70,12 @@ type SessionReconciler struct {
 	client.Client
 	Scheme   *runtime.Scheme
 	Recorder events.EventRecorder
+	// Clock is the source of "now" for coalescing the summary (default: real).
+	Clock clock.PassiveClock
+
+	// changes remembers, per session, the run changes its summary has not
+	// taken in yet (see coalesce).
+	changes *runChanges
 }
 
 var _ reconcile.Reconciler = (*SessionReconciler)(nil)
@@ -91,6 +99,9 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 
 	if session.DeletionTimestamp != nil {
 		return ctrl.Result{}, r.finalize(ctx, session, runs.Items)
+	}
+	if wait := r.coalesce(session); wait > 0 {
+		return ctrl.Result{RequeueAfter: wait}, nil
 	}
 	if !controllerutil.ContainsFinalizer(session, SessionFinalizer) {
 		next := session.DeepCopy()
@@ -125,6 +136,7 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if err != nil {
 		return requeueOnConflict(err)
 	}
+	r.changes.taken(req.NamespacedName)
 	if wrote && changed != nil {
 		r.Recorder.Eventf(session, nil, corev1.EventTypeNormal, v1alpha1.EventReasonPermissionModeChanged, v1alpha1.EventActionSwitchMode,
 			"%s", modeChangeNote(*changed))
@@ -293,22 +305,98 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Sess
 	return nil
 }
 
-// sessionRecountDelay coalesces the recounts a session's runs cause: every
-// phase change of a run would otherwise cost its session a status write, so
-// the summary is written at most once per this delay per session, and only
-// when it changed. Nothing waits on it (a run's admission is decided from
-// the runs themselves), so it may trail by this much.
-const sessionRecountDelay = time.Second
+// The summary of a session (activeRun, queuedRuns, counts) follows its runs,
+// and every phase change of a run would otherwise cost its session a status
+// write. Nothing waits on the summary (a run's admission is decided from the
+// runs themselves), so it is written once the session's runs have been quiet
+// for sessionQuietDelay — at most once per that delay per session, and only
+// when it changed — or, under constant change, sessionMaxDelay after the
+// first change it has not taken in.
+const (
+	sessionQuietDelay = time.Second
+	sessionMaxDelay   = 5 * time.Second
+)
 
-// coalescedSessionOfRun enqueues a run's session after delay; the work queue
-// folds every event of that window into one reconcile.
-func coalescedSessionOfRun(delay time.Duration) handler.EventHandler {
+// runChanges is, per session, when its runs first and last changed since its
+// summary was last written.
+type runChanges struct {
+	mu      sync.Mutex
+	pending map[types.NamespacedName]changeWindow
+}
+
+type changeWindow struct{ first, last time.Time }
+
+func (c *runChanges) record(key types.NamespacedName, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	w, ok := c.pending[key]
+	if !ok {
+		w.first = now
+	}
+	w.last = now
+	c.pending[key] = w
+}
+
+func (c *runChanges) taken(key types.NamespacedName) {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.pending, key)
+}
+
+// coalesce says how long to wait before writing the session's summary: until
+// its runs have been quiet for sessionQuietDelay, or sessionMaxDelay after
+// their first change; 0 to write now. Only run changes wait: a pass for the
+// session's own spec, mode-change stamp or finalizer writes at once.
+func (r *SessionReconciler) coalesce(session *v1alpha1.Session) time.Duration {
+	if r.changes == nil || session.Status.ObservedGeneration != session.Generation ||
+		!controllerutil.ContainsFinalizer(session, SessionFinalizer) {
+		return 0
+	}
+	if modeChangePending(session) {
+		return 0
+	}
+	r.changes.mu.Lock()
+	defer r.changes.mu.Unlock()
+	w, ok := r.changes.pending[client.ObjectKeyFromObject(session)]
+	if !ok {
+		return 0
+	}
+	now := r.Clock.Now()
+	wait := min(w.last.Add(sessionQuietDelay).Sub(now), w.first.Add(sessionMaxDelay).Sub(now))
+	return max(wait, 0)
+}
+
+// modeChangePending reports whether the session carries a mode-change stamp
+// its status.modeHistory does not have yet (recordModeChange's test).
+func modeChangePending(session *v1alpha1.Session) bool {
+	raw, ok := session.Annotations[v1alpha1.AnnotationModeChange]
+	if !ok {
+		return false
+	}
+	change := &v1alpha1.ModeChange{}
+	if err := json.Unmarshal([]byte(raw), change); err != nil {
+		return false // recordModeChange ignores it too
+	}
+	return !slices.ContainsFunc(session.Status.ModeHistory, func(h v1alpha1.ModeChange) bool {
+		return h.Time.Equal(&change.Time) && h.To == change.To && h.By == change.By
+	})
+}
+
+// sessionOfRun enqueues a run's session after sessionQuietDelay when the
+// run's phase or deletion changes (what a session summarizes), and records
+// the change for coalesce.
+func (r *SessionReconciler) sessionOfRun() handler.EventHandler {
 	add := func(o client.Object, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
 		run, ok := o.(*v1alpha1.ResearchRun)
 		if !ok {
 			return
 		}
-		q.AddAfter(reconcile.Request{NamespacedName: types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}}, delay)
+		key := types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}
+		r.changes.record(key, r.Clock.Now())
+		q.AddAfter(reconcile.Request{NamespacedName: key}, sessionQuietDelay)
 	}
 	return handler.Funcs{
 		CreateFunc: func(_ context.Context, e event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
@@ -318,7 +406,7 @@ func coalescedSessionOfRun(delay time.Duration) handler.EventHandler {
 			old, okOld := e.ObjectOld.(*v1alpha1.ResearchRun)
 			run, okNew := e.ObjectNew.(*v1alpha1.ResearchRun)
 			if okOld && okNew && old.Status.Phase == run.Status.Phase && old.DeletionTimestamp.Equal(run.DeletionTimestamp) {
-				return // only phases and deletion change what a session counts
+				return // only phases and deletion change what a session summarizes
 			}
 			add(e.ObjectNew, q)
 		},
@@ -333,12 +421,16 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Recorder == nil {
 		r.Recorder = mgr.GetEventRecorder("session-controller")
 	}
+	if r.Clock == nil {
+		r.Clock = clock.RealClock{}
+	}
+	r.changes = &runChanges{pending: map[types.NamespacedName]changeWindow{}}
 	return ctrl.NewControllerManagedBy(mgr).
 		// Its own status writes and the runs' claims need no recount of their
 		// own: run events (coalesced) bring those.
 		For(&v1alpha1.Session{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionChanged))).
-		Watches(&v1alpha1.ResearchRun{}, coalescedSessionOfRun(sessionRecountDelay)).
+		Watches(&v1alpha1.ResearchRun{}, r.sessionOfRun()).
 		Watches(&v1alpha1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			list := &v1alpha1.SessionList{}
 			if err := r.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{policyRefIndex: o.GetName()}); err != nil {
