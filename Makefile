@@ -63,7 +63,7 @@ vet: ## Run go vet against code.
 
 .PHONY: test
 test: manifests generate fmt vet envtest-assets ## Run unit, envtest and e2e suites (builds the envtest toolchain on first use; installs Debian's chromium for the browser tests).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" CHROMIUM="$$(hack/chromium.sh)" \
+	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" CHROMIUM="$$(hack/chromium.sh)" \
 		go test $$(go list ./... | grep -v /e2e) -coverprofile cover.out
 	AGENTRUN_CHAOS=short KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test ./test/chaos/ -run TestChaos -count=1 -v -timeout 15m
 	$(MAKE) --no-print-directory test-clients
@@ -91,7 +91,7 @@ verify: manifests generate ## Regenerate everything, fail on drift; go vet; gola
 
 .PHONY: test-e2e
 test-e2e: envtest-assets ## Run the e2e suite: the local stack with real operator and agent processes.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test -tags=e2e -count=1 ./test/e2e/ -v -timeout 30m
+	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test -tags=e2e -count=1 ./test/e2e/ -v -timeout 30m
 
 .PHONY: chaos
 chaos: envtest-assets ## Run the chaos suite in full (test/chaos; CHAOS_SCENARIOS=a,b picks scenarios) and write docs/reliability.md.
@@ -101,7 +101,7 @@ chaos: envtest-assets ## Run the chaos suite in full (test/chaos; CHAOS_SCENARIO
 dev: envtest-assets ## Run agentrun end to end on the embedded local stack (no cluster, no Docker).
 	@echo "==> go build -o bin/agentrun-dev ./cmd/agentrun-dev"
 	@go build -o bin/agentrun-dev ./cmd/agentrun-dev
-	KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" exec bin/agentrun-dev $(DEV_ARGS)
+	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" exec bin/agentrun-dev $(DEV_ARGS)
 
 .PHONY: bench
 bench: bench-gateway ## Benchmark agentrun against the Kubernetes Job controller (each on its own fresh local control plane; bursts up to N = 5000, with and without the admission webhooks, live runs through the gateway; under 30 minutes), and the gateway's doors.
@@ -247,9 +247,9 @@ $(CONTROLLER_GEN): $(LOCALBIN)
 setup-envtest: envtest-assets ## Alias of envtest-assets.
 
 .PHONY: envtest-assets
-envtest-assets: ## Make kube-apiserver, etcd and kubectl available: setup-envtest's store, its download, or a build from Go modules.
+envtest-assets: ## Make kube-apiserver, etcd, kubectl and kube-controller-manager (the local stack's garbage collector and namespace controller) available: setup-envtest's store, its download, or a build from Go modules.
 	@-$(MAKE) --no-print-directory envtest >/dev/null 2>&1 || echo "setup-envtest is not installable here; building the toolchain from Go modules"
-	@echo "envtest binaries: $$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))"
+	@echo "envtest binaries: $$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))"
 
 .PHONY: envtest
 envtest: $(ENVTEST) ## Download setup-envtest locally if necessary.

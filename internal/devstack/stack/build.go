@@ -28,32 +28,35 @@ import (
 	"time"
 )
 
-// Toolchain returns the directory with kube-apiserver, etcd and kubectl:
-// $KUBEBUILDER_ASSETS when it holds them, else whatever
-// hack/envtest-toolchain.sh prints (it finds them in setup-envtest's store,
-// downloads them, or builds them from their Go modules, several minutes the
-// first time). Its progress goes to out.
+// Toolchain returns the directory with kube-apiserver, etcd, kubectl and
+// kube-controller-manager: $KUBEBUILDER_ASSETS when it holds them, else
+// whatever WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh prints (it
+// finds them in setup-envtest's store, downloads them, or builds them from
+// their Go modules, several minutes the first time). Its progress goes to
+// out.
 func Toolchain(ctx context.Context, root string, out io.Writer) (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" && hasToolchain(dir) {
 		return dir, nil
 	}
-	_, _ = fmt.Fprintln(out, "==> finding kube-apiserver, etcd and kubectl (hack/envtest-toolchain.sh; builds them from Go modules the first time, several minutes)")
+	_, _ = fmt.Fprintln(out, "==> finding kube-apiserver, etcd, kubectl and kube-controller-manager "+
+		"(hack/envtest-toolchain.sh; builds them from Go modules the first time, several minutes)")
 	var stdout bytes.Buffer
 	cmd := exec.CommandContext(ctx, filepath.Join(root, "hack", "envtest-toolchain.sh"))
 	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "WITH_CONTROLLER_MANAGER=1")
 	cmd.Stdout, cmd.Stderr = &stdout, out
 	if err := cmd.Run(); err != nil {
 		return "", fmt.Errorf("hack/envtest-toolchain.sh: %w", err)
 	}
 	dir := strings.TrimSpace(stdout.String())
 	if !hasToolchain(dir) {
-		return "", fmt.Errorf("hack/envtest-toolchain.sh printed %q, which lacks kube-apiserver, etcd or kubectl", dir)
+		return "", fmt.Errorf("hack/envtest-toolchain.sh printed %q, which lacks kube-apiserver, etcd, kubectl or kube-controller-manager", dir)
 	}
 	return dir, nil
 }
 
 func hasToolchain(dir string) bool {
-	for _, b := range []string{"kube-apiserver", "etcd", "kubectl"} {
+	for _, b := range []string{"kube-apiserver", "etcd", "kubectl", "kube-controller-manager"} {
 		if fi, err := os.Stat(filepath.Join(dir, b)); err != nil || fi.IsDir() {
 			return false
 		}

@@ -72,6 +72,8 @@ const (
 	// NodeUser is the local node's identity (a member of system:masters:
 	// it binds pods, writes their status and requests pod-bound tokens).
 	NodeUser = "system:node:" + node.DefaultNodeName
+	// mastersGroup is the group the API server grants everything.
+	mastersGroup = "system:masters"
 )
 
 // Scheme knows the built-in types and agentrun.dev.
@@ -137,6 +139,9 @@ type Options struct {
 	// (how long its door reuses a TokenReview answer; default 10s). The
 	// auth interceptor never uses the cache.
 	GatewayTokenCacheTTL time.Duration
+	// DisableControllerManager runs no kube-controller-manager: nothing
+	// collects owned objects and a deleted namespace stays Terminating.
+	DisableControllerManager bool
 }
 
 // Stack is a running local stack.
@@ -154,6 +159,10 @@ type Stack struct {
 	Kubectl  string
 	Node     *node.Node
 	Operator *Operator
+	// ControllerManager is kube-controller-manager with its garbage
+	// collector and namespace controller (nil with
+	// Options.DisableControllerManager).
+	ControllerManager *Operator
 	// MetricsURL is the operator's metrics endpoint.
 	MetricsURL string
 	// LeaderElection says whether the operator runs with --leader-elect.
@@ -196,6 +205,9 @@ type Stack struct {
 	StreamStoreDir   string
 
 	closers []io.Closer
+	// certDirs are the webhook serving-certificate directories envtest
+	// made in the system's temporary directory; Stop removes them.
+	certDirs []string
 }
 
 func (o *Options) out() io.Writer {
@@ -225,7 +237,7 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	s.LogDir = filepath.Join(opts.Dir, "logs")
 	// A fresh control plane every time: nothing from a previous stack is
 	// meaningful (its pods' directories and logs included).
-	for _, d := range []string{"pods", "logs", "shim"} {
+	for _, d := range []string{"pods", "logs", "shim", "controller-manager"} {
 		if err := os.RemoveAll(filepath.Join(opts.Dir, d)); err != nil {
 			return nil, err
 		}
@@ -240,43 +252,12 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 	s.Kubectl = filepath.Join(opts.Assets, "kubectl")
 
 	// 1. etcd and kube-apiserver, with the CRDs and the webhook configurations.
-	_, _ = fmt.Fprintln(out, "==> starting etcd and kube-apiserver on 127.0.0.1 (envtest control plane)")
-	start := time.Now()
-	s.Env = &envtest.Environment{
-		CRDDirectoryPaths:        []string{filepath.Join(opts.Root, "config", "crd", "bases")},
-		ErrorIfCRDPathMissing:    true,
-		BinaryAssetsDirectory:    assets,
-		ControlPlaneStartTimeout: 2 * time.Minute,
-		ControlPlaneStopTimeout:  30 * time.Second,
-		WebhookInstallOptions: envtest.WebhookInstallOptions{
-			Paths:            []string{filepath.Join(opts.Root, "config", "webhook", "manifests.yaml")},
-			LocalServingHost: "127.0.0.1",
-		},
-	}
-	apiLog, err := s.logFile("kube-apiserver.log")
-	if err != nil {
+	if err := s.startControlPlane(assets); err != nil {
 		return nil, err
 	}
-	etcdLog, err := s.logFile("etcd.log")
-	if err != nil {
-		return nil, err
-	}
-	api := s.Env.ControlPlane.GetAPIServer()
-	api.Out, api.Err = apiLog, apiLog
-	s.Env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
-	wio := &s.Env.WebhookInstallOptions
-	if err := wio.PrepWithoutInstalling(); err != nil {
-		return nil, fmt.Errorf("preparing webhook configurations: %w", err)
-	}
-	prepDir := wio.LocalServingCertDir
-	if s.Admin, err = s.Env.Start(); err != nil {
-		return nil, fmt.Errorf("starting the control plane: %w", err)
-	}
-	removeSupersededDir(prepDir, wio.LocalServingCertDir)
-	_, _ = fmt.Fprintf(out, "    API server %s, up in %s\n", s.Admin.Host, time.Since(start).Round(100*time.Millisecond))
 
 	// An admin kubeconfig for the user, and clients.
-	admin, err := s.Env.AddUser(envtest.User{Name: "agentrun-dev-admin", Groups: []string{"system:masters"}}, nil)
+	admin, err := s.Env.AddUser(envtest.User{Name: "agentrun-dev-admin", Groups: []string{mastersGroup}}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -298,15 +279,22 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 		return nil, fmt.Errorf("patching the webhook configurations as config/webhook/kustomization.yaml does: %w", err)
 	}
 
-	// 2. The operator's namespace, RBAC and admission policies from config/.
+	// 2. The operator's namespace, RBAC and admission policies from config/,
+	// and kube-controller-manager's garbage collector and namespace
+	// controller.
 	_, _ = fmt.Fprintln(out, "==> installing RBAC (config/rbac) and ValidatingAdmissionPolicies (config/admission-policy)")
 	if err := s.install(ctx); err != nil {
 		return nil, err
 	}
+	if !opts.DisableControllerManager {
+		if err := s.startControllerManager(ctx); err != nil {
+			return nil, fmt.Errorf("starting kube-controller-manager: %w", err)
+		}
+	}
 
 	// 3. The local node.
 	_, _ = fmt.Fprintln(out, "==> starting the local node (virtual-kubelet, pods run as local processes)")
-	nodeUser, err := s.Env.AddUser(envtest.User{Name: NodeUser, Groups: []string{"system:nodes", "system:masters"}}, nil)
+	nodeUser, err := s.Env.AddUser(envtest.User{Name: NodeUser, Groups: []string{"system:nodes", mastersGroup}}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -343,6 +331,50 @@ func Start(ctx context.Context, opts Options) (_ *Stack, retErr error) {
 		return nil, err
 	}
 	return s, nil
+}
+
+// startControlPlane starts etcd and kube-apiserver (envtest) with the
+// CRDs and the webhook configurations. envtest writes the webhook serving
+// certificate into a directory of its own under the system's temporary
+// directory; the stack keeps its name so that Stop removes it whatever
+// happened in between.
+func (s *Stack) startControlPlane(assets string) error {
+	out, opts := s.opts.out(), s.opts
+	_, _ = fmt.Fprintln(out, "==> starting etcd and kube-apiserver on 127.0.0.1 (envtest control plane)")
+	start := time.Now()
+	s.Env = &envtest.Environment{
+		CRDDirectoryPaths:        []string{filepath.Join(opts.Root, "config", "crd", "bases")},
+		ErrorIfCRDPathMissing:    true,
+		BinaryAssetsDirectory:    assets,
+		ControlPlaneStartTimeout: 2 * time.Minute,
+		ControlPlaneStopTimeout:  30 * time.Second,
+		WebhookInstallOptions: envtest.WebhookInstallOptions{
+			Paths:            []string{filepath.Join(opts.Root, "config", "webhook", "manifests.yaml")},
+			LocalServingHost: "127.0.0.1",
+		},
+	}
+	apiLog, err := s.logFile("kube-apiserver.log")
+	if err != nil {
+		return err
+	}
+	etcdLog, err := s.logFile("etcd.log")
+	if err != nil {
+		return err
+	}
+	api := s.Env.ControlPlane.GetAPIServer()
+	api.Out, api.Err = apiLog, apiLog
+	s.Env.ControlPlane.Etcd = &envtest.Etcd{Out: etcdLog, Err: etcdLog}
+	// envtest's Start prepares the webhook certificates (and the port)
+	// itself, after the control plane is up.
+	s.Admin, err = s.Env.Start()
+	if d := s.Env.WebhookInstallOptions.LocalServingCertDir; d != "" {
+		s.certDirs = append(s.certDirs, d)
+	}
+	if err != nil {
+		return fmt.Errorf("starting the control plane: %w", err)
+	}
+	_, _ = fmt.Fprintf(out, "    API server %s, up in %s\n", s.Admin.Host, time.Since(start).Round(100*time.Millisecond))
+	return nil
 }
 
 func (s *Stack) logFile(name string) (*os.File, error) {
@@ -599,15 +631,6 @@ func (s *Stack) StartOperator(ctx context.Context) error {
 	return nil
 }
 
-// removeSupersededDir removes the webhook certificate directory of the
-// stack's own preparation: envtest's Start prepares the certificates again,
-// in a new directory (which its Stop removes).
-func removeSupersededDir(prepared, current string) {
-	if prepared != "" && prepared != current {
-		_ = os.RemoveAll(prepared)
-	}
-}
-
 // waitWebhooks waits until the webhook server answers TLS and a dry-run
 // create of a RuntimePolicy passes the validating webhook.
 func (s *Stack) waitWebhooks(ctx context.Context, timeout time.Duration) error {
@@ -694,7 +717,10 @@ func binaryFlags(ctx context.Context, bin string) (map[string]bool, error) {
 }
 
 // Stop tears everything down: the operator, the gateway, the tool server,
-// every pod process, the local node, kube-apiserver and etcd. It is safe to call more than once.
+// kube-controller-manager, every pod process, the local node,
+// kube-apiserver and etcd, and the webhook certificate directory envtest
+// made in the system's temporary directory. It is safe to call more than
+// once.
 func (s *Stack) Stop() {
 	// The operator and the pod processes stop side by side; the control
 	// plane goes last.
@@ -711,6 +737,9 @@ func (s *Stack) Stop() {
 	if s.Stream != nil {
 		wg.Go(func() { s.Stream.Stop(10 * time.Second) })
 	}
+	if s.ControllerManager != nil {
+		wg.Go(func() { s.ControllerManager.Stop(10 * time.Second) })
+	}
 	if s.Node != nil {
 		wg.Go(s.Node.Stop)
 	}
@@ -722,6 +751,10 @@ func (s *Stack) Stop() {
 		}
 		s.Env = nil
 	}
+	for _, d := range s.certDirs {
+		_ = os.RemoveAll(d)
+	}
+	s.certDirs = nil
 	for _, c := range s.closers {
 		_ = c.Close()
 	}
