@@ -47,6 +47,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/controller"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
+	"github.com/agentrun-dev/agentrun/internal/tracing"
 	webhookv1alpha1 "github.com/agentrun-dev/agentrun/internal/webhook/v1alpha1"
 	// +kubebuilder:scaffold:imports
 )
@@ -81,6 +82,12 @@ func main() {
 	var attemptEgress bool
 	var qps float64
 	var burst int
+	var pprofAddr, otlpEndpoint string
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
+		"Address of the pprof endpoint (/debug/pprof/, e.g. 127.0.0.1:8082). Empty: off.")
+	flag.StringVar(&otlpEndpoint, "otlp-endpoint", "",
+		"OTLP endpoint spans are exported to (a run's lifecycle transitions); overrides $"+tracing.EnvEndpoint+
+			". Empty and no variable set: no tracing.")
 	flag.IntVar(&workers, "run-workers", 4, "Concurrent ResearchRun reconciles.")
 	flag.DurationVar(&factGrace, "fact-grace", controller.DefaultFactGrace,
 		"How long after an attempt's pod stopped on its own the operator waits for the gateway's last "+
@@ -127,6 +134,14 @@ func main() {
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+
+	shutdownTracing, err := tracing.Setup(context.Background(), tracing.Options{
+		ServiceName: "agentrun-operator", Endpoint: otlpEndpoint})
+	if err != nil {
+		setupLog.Error(err, "Failed to set up tracing")
+		os.Exit(1)
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
 
 	// if the enable-http2 flag is false (the default), http/2 should be disabled
 	// due to its vulnerabilities. More specifically, disabling http/2 will
@@ -208,6 +223,7 @@ func main() {
 			&coordinationv1.Lease{}: {Namespaces: map[string]cache.Config{gatewayNamespace: {}}},
 		}},
 		Metrics:                 metricsServerOptions,
+		PprofBindAddress:        pprofAddr,
 		WebhookServer:           webhookServer,
 		HealthProbeBindAddress:  probeAddr,
 		LeaderElection:          enableLeaderElection,

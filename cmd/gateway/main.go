@@ -54,6 +54,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
+	"github.com/agentrun-dev/agentrun/internal/tracing"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -83,7 +84,16 @@ func main() {
 		streamURL, streamTLSDir            string
 		leaseName                          string
 		leaseDuration, leaseRenew          time.Duration
+		pprofAddr, otlpEndpoint            string
 	)
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "",
+		"Address of the pprof endpoint (/debug/pprof/, e.g. 127.0.0.1:8082). Empty: off.")
+	flag.StringVar(&otlpEndpoint, "otlp-endpoint", "",
+		"OTLP endpoint the model-request and tool-call spans are exported to; overrides $"+tracing.EnvEndpoint+
+			". Empty and no variable set: no tracing (a caller's traceparent is still passed on to providers).")
+	flag.IntVar(&gateway.MaxSessionSeries, "max-session-series", gateway.MaxSessionSeries,
+		"Most (namespace, session) pairs the usage-by-session metrics have series for; later sessions are counted "+
+			"under session "+gateway.OtherSessions+".")
 	flag.StringVar(&listen, "listen", ":8443", "Address the gateway serves agents on (TLS).")
 	flag.StringVar(&certDir, "tls-cert-dir", "", "Directory holding the serving certificate (cert-manager's Secret). "+
 		"Empty serves plain HTTP: only for a loopback listener in local runs.")
@@ -127,12 +137,20 @@ func main() {
 	zopts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zopts)))
+	shutdownTracing, err := tracing.Setup(context.Background(), tracing.Options{
+		ServiceName: "agentrun-gateway", Endpoint: otlpEndpoint})
+	if err != nil {
+		setupLog.Error(err, "Could not set up tracing")
+		os.Exit(1)
+	}
+	defer func() { _ = shutdownTracing(context.Background()) }()
 
 	cfg := ctrl.GetConfigOrDie()
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		PprofBindAddress:       pprofAddr,
 		HealthProbeBindAddress: probeAddr,
 		// Secrets and reports are read on demand, never cached cluster-wide.
 		Client: client.Options{Cache: &client.CacheOptions{

@@ -321,6 +321,7 @@ func (k *keeper) refusal(e *apiError, call string) {
 	policy := k.obj.Spec.Policy.Name
 	k.mu.Unlock()
 	k.g.metrics.refusals.WithLabelValues(k.key.Namespace, policy, e.body.Code).Inc()
+	k.g.metrics.sessionRefusal(k, e.body.Code)
 	k.emitRefusal(call, e)
 	if e.fault != "" {
 		k.record(func() {

@@ -16,16 +16,35 @@ limitations under the License.
 
 package gateway
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+)
 
 // metrics are the gateway's Prometheus metrics. Labels are namespace, policy
-// and model at most: never a run (unbounded cardinality).
+// and model at most: never a run (unbounded cardinality). The usage by
+// session (agentrun_gateway_session_*) is bounded by MaxSessionSeries.
 // Label names of the gateway's metrics.
 const (
 	labelNamespace = "namespace"
 	labelPolicy    = "policy"
 	labelOutcome   = "outcome"
+	labelSession   = "session"
+	labelCode      = "code"
 )
+
+// MaxSessionSeries bounds the (namespace, session) pairs the usage-by-session
+// metrics have series for, per gateway process: later sessions are counted
+// under session OtherSessions (and agentrun_gateway_session_overflow_total).
+// Set it before New (the gateway's --max-session-series).
+var MaxSessionSeries = 1000
+
+// OtherSessions is the session label of the usage of sessions beyond
+// MaxSessionSeries.
+const OtherSessions = "_other"
 
 type metrics struct {
 	modelRequests      *prometheus.CounterVec
@@ -39,6 +58,12 @@ type metrics struct {
 	toolCalls          *prometheus.CounterVec
 	toolSeconds        *prometheus.HistogramVec
 	securityDegraded   *prometheus.GaugeVec
+
+	sessionRequests, sessionTokens, sessionTools, sessionRefusals *prometheus.CounterVec
+	sessionOverflow                                               prometheus.Counter
+
+	sessionsMu sync.Mutex
+	sessions   map[[2]string]struct{}
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -54,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_refusals_total",
 			Help: "Requests the gateway refused, by namespace, policy and error code.",
-		}, []string{labelNamespace, labelPolicy, "code"}),
+		}, []string{labelNamespace, labelPolicy, labelCode}),
 		upstreamSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentrun_gateway_upstream_seconds",
 			Help:    "Time from dispatch to the provider's last byte, by model.",
@@ -93,9 +118,70 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "1 while a policy's runs are held to its stricter posture (spec.onSecurityDegraded), else 0.",
 		}, []string{labelNamespace, labelPolicy}),
 	}
+	bySession := []string{labelNamespace, labelSession, labelPolicy}
+	m.sessionRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_gateway_session_model_requests_total",
+		Help: "Model requests dispatched upstream, by namespace, session and policy (bounded: see --max-session-series).",
+	}, bySession)
+	m.sessionTokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_gateway_session_tokens_total",
+		Help: "Tokens charged to attempts, by namespace, session and policy.",
+	}, bySession)
+	m.sessionTools = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_gateway_session_tool_calls_total",
+		Help: "Tool calls answered by the MCP door, by namespace, session and policy.",
+	}, bySession)
+	m.sessionRefusals = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "agentrun_gateway_session_refusals_total",
+		Help: "Requests of an attempt the gateway refused, by namespace, session, policy and error code.",
+	}, []string{labelNamespace, labelSession, labelPolicy, labelCode})
+	m.sessionOverflow = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "agentrun_gateway_session_overflow_total",
+		Help: "Usage counts folded into session \"" + OtherSessions + "\" because --max-session-series sessions have series.",
+	})
+	m.sessions = map[[2]string]struct{}{}
 	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.upstreamSeconds,
-		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds, m.securityDegraded} {
+		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds, m.securityDegraded,
+		m.sessionRequests, m.sessionTokens, m.sessionTools, m.sessionRefusals, m.sessionOverflow} {
 		_ = reg.Register(c)
 	}
 	return m
+}
+
+// sessionLabels are the usage-by-session labels of k's attempt: its
+// namespace, its session (OtherSessions past MaxSessionSeries) and its
+// policy. The caller must not hold k.mu.
+func (m *metrics) sessionLabels(k *keeper) []string {
+	k.mu.Lock()
+	ns, session, policy := k.key.Namespace, k.obj.Labels[v1alpha1.LabelSession], k.obj.Spec.Policy.Name
+	k.mu.Unlock()
+	key := [2]string{ns, session}
+	m.sessionsMu.Lock()
+	if _, ok := m.sessions[key]; !ok {
+		if len(m.sessions) >= MaxSessionSeries {
+			session = OtherSessions
+			m.sessionOverflow.Inc()
+		} else {
+			m.sessions[key] = struct{}{}
+		}
+	}
+	m.sessionsMu.Unlock()
+	return []string{ns, session, policy}
+}
+
+// sessionModelRequest counts one dispatched model request and its tokens.
+func (m *metrics) sessionModelRequest(k *keeper, tokens int64) {
+	l := m.sessionLabels(k)
+	m.sessionRequests.WithLabelValues(l...).Inc()
+	m.sessionTokens.WithLabelValues(l...).Add(float64(tokens))
+}
+
+// sessionToolCall counts one tool call the door answered.
+func (m *metrics) sessionToolCall(k *keeper) {
+	m.sessionTools.WithLabelValues(m.sessionLabels(k)...).Inc()
+}
+
+// sessionRefusal counts one refusal of k's attempt.
+func (m *metrics) sessionRefusal(k *keeper, code string) {
+	m.sessionRefusals.WithLabelValues(append(m.sessionLabels(k), code)...).Inc()
 }

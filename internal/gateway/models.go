@@ -382,6 +382,7 @@ func (x *exchange) count(outcome string, tokens int64, reported bool) {
 	charged := x.k.settle(x.ticket, tokens, reported)
 	x.g.metrics.modelRequests.WithLabelValues(append(x.labels, outcome)...).Inc()
 	x.g.metrics.tokens.WithLabelValues(x.labels...).Add(float64(charged))
+	x.g.metrics.sessionModelRequest(x.k, charged)
 }
 
 // forward sends the request upstream and relays the answer. The upstream

@@ -258,10 +258,12 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		e.fault = "InterceptorRefused"
 		k.refusal(e, "tool/"+name)
 		k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, "refused").Inc()
+		k.g.metrics.sessionToolCall(k)
 		k.emitToolResult(callID, e.body.Code+": "+e.body.Message)
 		return refusedResult(e, nil)
 	}
 	k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, outcome).Inc()
+	k.g.metrics.sessionToolCall(k)
 	if out.Result != text(res) {
 		// A Post interceptor rewrote the result (redaction).
 		res.Content = []mcp.Content{&mcp.TextContent{Text: out.Result}}

@@ -124,6 +124,9 @@ func TestModelRequestSpanFollowsGenAIConventionsUnderTheCallersTrace(t *testing.
 	g.Expect(a["agentrun.outcome"].AsString()).To(Equal("ok"))
 	g.Expect(s.Status.Code).To(Equal(codes.Unset))
 
+	g.Expect(e.Metric("agentrun_gateway_session_model_requests_total",
+		map[string]string{"namespace": gatewaytest.Namespace, "session": "team-a", "policy": "p"})).To(BeEquivalentTo(1))
+	g.Expect(e.Metric("agentrun_gateway_session_tokens_total", map[string]string{"session": "team-a"})).To(BeEquivalentTo(42))
 	g.Expect(upstreamTP).To(HavePrefix("00-"+callerTrace+"-"), "the provider is called inside the same trace")
 	g.Expect(upstreamTP).To(ContainSubstring(s.SpanContext.SpanID().String()), "... as a child of the chat span")
 }
@@ -159,6 +162,8 @@ func TestRefusedModelRequestSpanNamesTheCode(t *testing.T) {
 	g.Expect(s.Status.Code).To(Equal(codes.Error))
 	g.Expect(attrs(s)["error.type"].AsString()).To(Equal(gatewayapi.CodeGrantExhausted))
 	g.Expect(attrs(s)["agentrun.outcome"].AsString()).To(Equal("refused"))
+	g.Expect(e.Metric("agentrun_gateway_session_refusals_total",
+		map[string]string{"code": gatewayapi.CodeGrantExhausted})).To(BeEquivalentTo(1))
 }
 
 type traceparentTransport struct{ token, tp string }
