@@ -28,10 +28,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
-// ControllerManagerUser is kube-controller-manager's identity on the local
-// stack (a member of system:masters: its garbage collector and namespace
-// controller delete objects of every kind, which a cluster grants each
-// controller's own service account).
+// ControllerManagerUser is kube-controller-manager's identity, bound to
+// its bootstrap ClusterRole as on a cluster. With
+// --use-service-account-credentials each controller acts as its own service
+// account (system:serviceaccount:kube-system:generic-garbage-collector,
+// …:namespace-controller), which is what config/admission-policy allows to
+// delete RunAttempts.
 const ControllerManagerUser = "system:kube-controller-manager"
 
 // ControllerManagerControllers are the kube-controller-manager controllers
@@ -59,7 +61,7 @@ func (s *Stack) startControllerManager(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	u, err := s.Env.AddUser(envtest.User{Name: ControllerManagerUser, Groups: []string{mastersGroup}}, nil)
+	u, err := s.Env.AddUser(envtest.User{Name: ControllerManagerUser, Groups: []string{"system:authenticated"}}, nil)
 	if err != nil {
 		return err
 	}
@@ -80,6 +82,7 @@ func (s *Stack) startControllerManager(ctx context.Context) error {
 		Args: []string{
 			"--kubeconfig=" + kubeconfig,
 			"--controllers=" + ControllerManagerControllers,
+			"--use-service-account-credentials",
 			"--leader-elect=false",
 			"--bind-address=127.0.0.1",
 			fmt.Sprintf("--secure-port=%d", port),
