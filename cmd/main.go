@@ -77,7 +77,7 @@ func main() {
 	var tlsOpts []func(*tls.Config)
 	var leaderElectionNamespace, webhookHost string
 	var workers int
-	var factGrace time.Duration
+	var factGrace, progressWrites time.Duration
 	var gatewayURL, gatewayCAFile, gatewayNamespace string
 	var attemptEgress bool
 	var qps float64
@@ -93,6 +93,9 @@ func main() {
 		"How long after an attempt's pod stopped on its own the operator waits for the gateway's last "+
 			"coalesced facts (usage, steps) before judging them, unless they are final already; "+
 			"about twice the gateway's --flush-interval. 0: no wait.")
+	flag.DurationVar(&progressWrites, "progress-write-interval", controller.DefaultProgressWriteInterval,
+		"At most one status write per run per this interval that only reports progress (usage, steps); "+
+			"a write that decides anything is never held back. 0: no pacing.")
 	flag.StringVar(&gatewayURL, "gateway-url", controller.DefaultGatewayURL,
 		"Base URL attempt pods reach agentrun-gateway at (set on every attempt container).")
 	flag.BoolVar(&attemptEgress, "attempt-network-policy", true,
@@ -284,6 +287,7 @@ func main() {
 		GatewayCAFile:           gatewayCAFile,
 		AttemptEgress:           egressPolicy(attemptEgress, gatewayNamespace),
 		FactGrace:               noWaitIfZero(factGrace),
+		ProgressWriteInterval:   noWaitIfZero(progressWrites),
 	}).SetupWithManager(mgr); err != nil {
 		setupLog.Error(err, "Failed to create controller", "controller", "researchrun")
 		os.Exit(1)
@@ -344,8 +348,9 @@ func egressPolicy(enabled bool, gatewayNamespace string) *networkingv1.NetworkPo
 	return controller.AttemptEgressPolicy(gatewayNamespace)
 }
 
-// noWaitIfZero maps the --fact-grace flag to ResearchRunReconciler.FactGrace,
-// whose zero value is the default: a flag of 0 asks for no wait.
+// noWaitIfZero maps a duration flag (--fact-grace, --progress-write-interval)
+// to its ResearchRunReconciler field, whose zero value is the default: a flag
+// of 0 asks for no wait.
 func noWaitIfZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1

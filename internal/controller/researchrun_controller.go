@@ -54,6 +54,9 @@ import (
 // times it compares.
 const DefaultFactGrace = 3 * time.Second
 
+// DefaultProgressWriteInterval is the default ProgressWriteInterval.
+const DefaultProgressWriteInterval = 5 * time.Second
+
 // DefaultRunnerServiceAccount is the service account attempt pods run as when
 // the policy names none.
 const DefaultRunnerServiceAccount = "agentrun-runner"
@@ -90,6 +93,12 @@ type ResearchRunReconciler struct {
 	// decision waits for the gateway's last coalesced facts (lifecycle
 	// Input.FactGrace); 0 means DefaultFactGrace, a negative value no wait.
 	FactGrace time.Duration
+	// ProgressWriteInterval paces status writes that only report progress
+	// (usage, steps, the messages quoting them): at most one per interval per
+	// run; 0 means DefaultProgressWriteInterval, a negative value no pacing.
+	// A write that decides anything (a phase, reason, attempt, grant or
+	// condition change) is never held back.
+	ProgressWriteInterval time.Duration
 
 	// facts records when an unprocessed fact arrived, per run, for the
 	// fact-to-decision latency metric.
@@ -100,7 +109,9 @@ type ResearchRunReconciler struct {
 	// admissions remembers the starts this process wrote that the cache does
 	// not show yet, per session (the admission's expectations).
 	admissions *admissions
-	runners    *runners
+	// progress paces progress-only status writes (ProgressWriteInterval).
+	progress *progressWrites
+	runners  *runners
 }
 
 var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
@@ -123,11 +134,13 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	run := &v1alpha1.ResearchRun{}
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		r.facts.forget(req.NamespacedName)
+		r.progress.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if run.Status.Phase == v1alpha1.PhaseTerminated {
 		// Nothing to release: a run holds its session by its phase.
 		r.facts.forget(req.NamespacedName)
+		r.progress.forget(req.NamespacedName)
 		return ctrl.Result{}, nil
 	}
 
@@ -156,6 +169,9 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.apply(ctx, run, g, d); err != nil {
 		return requeueOnConflict(err)
 	}
+	if g.held > 0 && (d.RequeueAfter <= 0 || g.held < d.RequeueAfter) {
+		return ctrl.Result{RequeueAfter: g.held}, nil
+	}
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
@@ -183,6 +199,9 @@ type gathered struct {
 	// admitting: this pass found the session free and the run first in
 	// line; its status write starts the run (admissions.settle).
 	admitting bool
+	// held is how long apply held back a progress-only status write; the
+	// pass is requeued to write it then.
+	held time.Duration
 	// waiting says why the run cannot start yet (lifecycle Input.Blocked).
 	waiting string
 }
@@ -365,7 +384,16 @@ func podMessage(pod *corev1.Pod) string {
 func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) error {
 	next := run.DeepCopy()
 	next.Status = d.Status
+	key := client.ObjectKeyFromObject(run)
+	if hold := r.progress.hold(key); hold > 0 && !g.admitting && progressOnly(&run.Status, &next.Status) {
+		// Progress only: the facts are durable in the RunAttempts and this
+		// write decides nothing; it is made when the pacing allows.
+		g.held, next = hold, run
+	}
 	wrote, err := patchStatusIfChanged(ctx, r.Client, run, next)
+	if wrote {
+		r.progress.wrote(key)
+	}
 	if g.admitting {
 		// The start stays remembered unless the write was refused or the
 		// decision is not a start (a stop ended the run instead); a write
@@ -613,6 +641,12 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	registerPhaseCollector(mgr.GetCache(), mgr.Elected())
 	r.podExpectations = newExpectations(r.Clock, time.Minute)
 	r.admissions = newAdmissions()
+	if interval := r.ProgressWriteInterval; interval >= 0 {
+		if interval == 0 {
+			interval = DefaultProgressWriteInterval
+		}
+		r.progress = &progressWrites{clock: r.Clock, interval: interval, last: map[types.NamespacedName]time.Time{}}
+	}
 	if r.Gateway.URL == "" {
 		r.Gateway.URL = DefaultGatewayURL
 	}

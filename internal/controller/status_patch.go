@@ -18,11 +18,15 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/klog/v2"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -79,4 +83,75 @@ func resourceOf(obj client.Object) string {
 		return "runattempts"
 	}
 	return fmt.Sprintf("%T", obj)
+}
+
+// progressOnly reports whether next differs from cur only in what the run
+// has used and done — the ledger, steps, budget used and remaining, the gate
+// counts, and the message and condition messages that quote them (a message
+// that changes while no count does is not progress) — with the
+// phase, reason, attempt, grant and every condition's status and reason
+// unchanged. Such a write reports progress and decides nothing: the facts it
+// summarizes are already durable in the RunAttempts' status.
+func progressOnly(cur, next *v1alpha1.ResearchRunStatus) bool {
+	counted := !equality.Semantic.DeepEqual(cur.Ledger, next.Ledger) || cur.Steps != next.Steps ||
+		cur.Budget.Used != next.Budget.Used || cur.Budget.Remaining != next.Budget.Remaining ||
+		!equality.Semantic.DeepEqual(cur.Gates, next.Gates)
+	if !counted {
+		return false // a message that changes alone tells something new (a wait, a cause)
+	}
+	n := next.DeepCopy()
+	n.Ledger, n.Steps, n.Budget.Used, n.Budget.Remaining = cur.Ledger, cur.Steps, cur.Budget.Used, cur.Budget.Remaining
+	n.Gates, n.Message = cur.Gates, cur.Message
+	for i := range n.Conditions {
+		c := &n.Conditions[i]
+		if o := meta.FindStatusCondition(cur.Conditions, c.Type); o != nil && o.Status == c.Status && o.Reason == c.Reason {
+			c.Message, c.LastTransitionTime, c.ObservedGeneration = o.Message, o.LastTransitionTime, o.ObservedGeneration
+		}
+	}
+	return equality.Semantic.DeepEqual(cur, n)
+}
+
+// progressWrites paces the status writes of runs that report progress only
+// (progressOnly): at most one per interval per run, so an agent's every
+// model call does not cost its run a status write. A write that decides
+// anything is never held back.
+type progressWrites struct {
+	clock    clock.PassiveClock
+	interval time.Duration
+	mu       sync.Mutex
+	last     map[types.NamespacedName]time.Time
+}
+
+// hold says how long a progress-only write of key should wait: 0 when it may
+// be written now.
+func (p *progressWrites) hold(key types.NamespacedName) time.Duration {
+	if p == nil || p.interval <= 0 {
+		return 0
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.last[key]
+	if !ok {
+		return 0
+	}
+	return max(t.Add(p.interval).Sub(p.clock.Now()), 0)
+}
+
+// wrote records a status write of key.
+func (p *progressWrites) wrote(key types.NamespacedName) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last[key] = p.clock.Now()
+}
+
+func (p *progressWrites) forget(key types.NamespacedName) {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.last, key)
 }

@@ -113,6 +113,9 @@ var _ = BeforeSuite(func() {
 	Expect((&ResearchRunReconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Scheme: mgr.GetScheme(),
 		Clock: clock.RealClock{}, MaxConcurrentReconciles: 4,
+		// Progress-only status writes are paced as in production, at 1s
+		// instead of 5s so the stories wait less for a reported step.
+		ProgressWriteInterval: time.Second,
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	go func() {
