@@ -20,6 +20,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -43,11 +44,23 @@ const image = "ghcr.io/agentrun-dev/research-agent:chaos"
 //	AGENTRUN_CHAOS=short go test ./test/chaos/ -v                # the short version (make test)
 //	AGENTRUN_CHAOS=full AGENTRUN_CHAOS_WRITE=1 go test ./test/chaos/ -v -timeout 3h   # make chaos
 //
+// AGENTRUN_CHAOS=render rewrites docs/reliability.md from docs/reliability.json.
 // AGENTRUN_CHAOS_SCENARIOS picks scenarios by name (comma-separated);
 // AGENTRUN_CHAOS_WRITE=1 merges the results into docs/reliability.json and
 // rewrites docs/reliability.md.
 func TestChaos(t *testing.T) {
 	mode := os.Getenv("AGENTRUN_CHAOS")
+	if mode == "render" { // rewrite docs/reliability.md from docs/reliability.json, running nothing
+		root := utils.ProjectRoot()
+		rep, err := LoadReport(filepath.Join(root, "docs", "reliability.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := rep.Save(filepath.Join(root, "docs", "reliability.json"), filepath.Join(root, "docs", "reliability.md")); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
 	if mode == "" {
 		t.Skip("the chaos suite runs with AGENTRUN_CHAOS=short (make test) or AGENTRUN_CHAOS=full (make chaos)")
 	}
@@ -110,7 +123,7 @@ func TestChaos(t *testing.T) {
 					t.Fatal(err)
 				}
 				rep.Baseline, rep.BaselineRuns, rep.BaselineDisagree = base, baseRuns, disagree
-				rep.Machine = machine()
+				rep.Machine, rep.Commit = machine(), commit(root)
 				rep.Results[sc.Name+"/"+mode] = res
 				if err := rep.Save(jsonPath, mdPath); err != nil {
 					t.Fatal(err)
@@ -200,4 +213,21 @@ func machine() string {
 	}
 	return fmt.Sprintf("%d CPUs (%s), %s/%s, %s, host %s, %s", runtime.NumCPU(), cpu, runtime.GOOS, runtime.GOARCH,
 		runtime.Version(), host, time.Now().UTC().Format("2006-01-02"))
+}
+
+// commit names the commit under test: AGENTRUN_CHAOS_COMMIT (for a run from
+// an exported tree), else git's HEAD with "+dirty" for local changes.
+func commit(root string) string {
+	if c := os.Getenv("AGENTRUN_CHAOS_COMMIT"); c != "" {
+		return c
+	}
+	out, err := exec.Command("git", "-C", root, "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	c := strings.TrimSpace(string(out))
+	if st, err := exec.Command("git", "-C", root, "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+		c += "+dirty"
+	}
+	return c
 }

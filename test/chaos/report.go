@@ -29,11 +29,13 @@ import (
 // Report is docs/reliability.json: the latest result of every scenario in
 // each mode, so that scenarios run one at a time add up to one table.
 type Report struct {
-	Baseline         Baseline           `json:"baseline"`
-	BaselineRuns     int                `json:"baselineRuns"`
-	BaselineDisagree []string           `json:"baselineDisagreements,omitempty"`
-	Machine          string             `json:"machine"`
-	Results          map[string]*Result `json:"results"`
+	Baseline         Baseline `json:"baseline"`
+	BaselineRuns     int      `json:"baselineRuns"`
+	BaselineDisagree []string `json:"baselineDisagreements,omitempty"`
+	// Commit is the commit the binaries were built from (AGENTRUN_CHAOS_COMMIT, else git).
+	Commit  string             `json:"commit,omitempty"`
+	Machine string             `json:"machine"`
+	Results map[string]*Result `json:"results"`
 }
 
 // LoadReport reads path, or returns an empty report if it does not exist.
@@ -105,6 +107,19 @@ func pct(a, b int) string {
 	return fmt.Sprintf("%.1f%% (%d/%d)", 100*float64(a)/float64(b), a, b)
 }
 
+// faultsCell says what was injected: kills, or what the proxy did.
+func faultsCell(res *Result) string {
+	p := res.Proxy
+	switch {
+	case res.APIRestarts > 0:
+		return fmt.Sprintf("%d restarts; %d watches cut, %d answered 410", res.APIRestarts, p.WatchesCut, p.Expired)
+	case p.Conflicts+p.Errors > 0:
+		return fmt.Sprintf("%d s on: %d writes 409, %d 500 (of %d), %d watches cut", res.Faults, p.Conflicts, p.Errors,
+			p.Writes, p.WatchesCut)
+	}
+	return fmt.Sprintf("%d kills", res.Faults)
+}
+
 // Markdown renders docs/reliability.md.
 func (r *Report) Markdown(analysis string) string {
 	var b strings.Builder
@@ -120,6 +135,9 @@ func (r *Report) Markdown(analysis string) string {
 	w("make chaos CHAOS_SCENARIOS=operator-kill          # one scenario (comma-separated names); the other rows are kept\n")
 	w("AGENTRUN_CHAOS=short go test ./test/chaos/ -v     # the short version make test runs (writes nothing)\n")
 	w("```\n\n")
+	if r.Commit != "" {
+		w("Built from commit %s. ", r.Commit)
+	}
 	w("Machine: %s. The machine was shared with other work while these ran, so wall times and convergence "+
 		"times are upper bounds.\n\n", r.Machine)
 
@@ -129,8 +147,8 @@ func (r *Report) Markdown(analysis string) string {
 		"model requests served / counted | converged after last fault | wall |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.ordered() {
-		w("| %s | %s | %d | %d | %s | %d | %d | %d | %d | %d | %d | %d | %d / %d | %.1f s | %.0f s |\n",
-			res.Name, res.Mode, res.Runs, res.Faults, pct(res.Matching, res.Runs), res.CountsLost, res.ExtraAttempts,
+		w("| %s | %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d / %d | %.1f s | %.0f s |\n",
+			res.Name, res.Mode, res.Runs, faultsCell(res), pct(res.Matching, res.Runs), res.CountsLost, res.ExtraAttempts,
 			len(res.Breaks.PodOverlaps), res.DoubleCounted, res.ToolDispatchedTwice, len(res.Breaks.SessionOverlaps),
 			len(res.Breaks.FactsLost), res.ModelDispatched, res.ModelCounted, res.ConvergeSecs, res.WallSecs)
 	}
