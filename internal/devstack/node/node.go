@@ -134,7 +134,7 @@ func Start(ctx context.Context, cfg Config) (*Node, error) {
 			n.Stop()
 		}
 	}()
-	ctx = vklog.WithLogger(ctx, vkslog.FromSlog(slog.New(conflictsQuiet{logr.ToSlogHandler(cfg.Log.WithName("virtual-kubelet"))})))
+	ctx = vklog.WithLogger(ctx, vkslog.FromSlog(slog.New(conflictsQuiet{Handler: logr.ToSlogHandler(cfg.Log.WithName("virtual-kubelet"))})))
 
 	// The kubelet API, for kubectl logs.
 	tlsConfig, err := selfSignedTLS(cfg.NodeName)

@@ -24,9 +24,16 @@ import (
 
 // conflictsQuiet is a slog handler for virtual-kubelet's logs: an
 // optimistic-lock conflict (another writer updated the pod first; the
-// update is retried) is routine, so it is logged at conflictLevel without
-// the stack trace virtual-kubelet attaches (errorVerbose), not as an ERROR.
-type conflictsQuiet struct{ slog.Handler }
+// update is retried) is routine, so it is logged at conflictLevel with the
+// error as plain text (no stack trace: zap adds errorVerbose for an error
+// that formats one), not as an ERROR. virtual-kubelet attaches the error
+// with WithError, i.e. slog's With, before it logs, so the handler looks at
+// the attributes it is given with WithAttrs as well as at the record's.
+type conflictsQuiet struct {
+	slog.Handler
+	// conflict says an attribute given with WithAttrs is a conflict.
+	conflict bool
+}
 
 // conflictLevel is logr's V(1) (logr.ToSlogHandler maps slog level -n to
 // V(n)): the node's debug lines, shown as DEBUG in the stack's
@@ -36,14 +43,24 @@ const conflictLevel = slog.Level(-1)
 // conflictMessage is the API server's text for an optimistic-lock conflict.
 const conflictMessage = "the object has been modified"
 
+// isConflict says whether a is an error attribute that is a conflict.
+func isConflict(a slog.Attr) bool {
+	return a.Key == "error" && strings.Contains(a.Value.String(), conflictMessage)
+}
+
+// plain is a as text: an error value becomes its message.
+func plain(a slog.Attr) slog.Attr {
+	if a.Key == "error" {
+		return slog.String(a.Key, a.Value.String())
+	}
+	return a
+}
+
 func (h conflictsQuiet) Handle(ctx context.Context, r slog.Record) error {
-	conflict := false
+	conflict := h.conflict
 	r.Attrs(func(a slog.Attr) bool {
-		if a.Key == "error" && strings.Contains(a.Value.String(), conflictMessage) {
-			conflict = true
-			return false
-		}
-		return true
+		conflict = conflict || isConflict(a)
+		return !conflict
 	})
 	if !conflict || r.Level < slog.LevelWarn {
 		return h.Handler.Handle(ctx, r)
@@ -51,7 +68,7 @@ func (h conflictsQuiet) Handle(ctx context.Context, r slog.Record) error {
 	out := slog.NewRecord(r.Time, conflictLevel, r.Message+" (an optimistic-lock conflict; retried)", r.PC)
 	r.Attrs(func(a slog.Attr) bool {
 		if a.Key != "errorVerbose" {
-			out.AddAttrs(a)
+			out.AddAttrs(plain(a))
 		}
 		return true
 	})
@@ -59,9 +76,18 @@ func (h conflictsQuiet) Handle(ctx context.Context, r slog.Record) error {
 }
 
 func (h conflictsQuiet) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return conflictsQuiet{h.Handler.WithAttrs(attrs)}
+	conflict := h.conflict
+	out := make([]slog.Attr, 0, len(attrs))
+	for _, a := range attrs {
+		if isConflict(a) {
+			conflict = true
+			a = plain(a)
+		}
+		out = append(out, a)
+	}
+	return conflictsQuiet{Handler: h.Handler.WithAttrs(out), conflict: conflict}
 }
 
 func (h conflictsQuiet) WithGroup(name string) slog.Handler {
-	return conflictsQuiet{h.Handler.WithGroup(name)}
+	return conflictsQuiet{Handler: h.Handler.WithGroup(name), conflict: h.conflict}
 }
