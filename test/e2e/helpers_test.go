@@ -124,6 +124,12 @@ func newWorld(mutate func(*v1.RuntimePolicy)) *world {
 		defer GinkgoRecover()
 		for ev := range watcher.ResultChan() {
 			run, ok := ev.Object.(*v1.ResearchRun)
+			if ok && ev.Type == watch.Deleted {
+				// A deleted run is active no more (deletion_test.go).
+				w.mu.Lock()
+				delete(w.current, run.Name)
+				w.mu.Unlock()
+			}
 			if !ok || (ev.Type != watch.Added && ev.Type != watch.Modified) || run.Status.Phase == "" {
 				continue
 			}
