@@ -253,7 +253,7 @@ func (r *report) liveTables(w writer) {
 	for k := range keys {
 		med[k] = v.col(v.ref, func(s liveStepResult) float64 { return s.WritesPerRunMin[k] }).Median
 	}
-	w("Write requests per live run-minute by request, all clients, in the window (M = %d); * stores nothing (reviews, token requests):\n\n", v.ref)
+	w("Write requests per live run-minute by request, all clients, in the window (M = %d); * stores nothing (reviews, token requests); leases include the API server's own identity Lease (about 6 writes a minute in all) beside the gateway's liveness Lease:\n\n", v.ref)
 	w("| request | per live run-minute | of which the driver (kubelet, agents' tokens) |\n|---|---|---|\n")
 	for _, k := range writeKeysSorted(med) {
 		mark := ""
