@@ -202,6 +202,9 @@ func (r *Report) Markdown(analysis string) string {
 		if res.APIRestarts > 0 {
 			w(", %d kube-apiserver restarts", res.APIRestarts)
 		}
+		if res.Stalled {
+			w(" (the faults ended early: for a minute no run could be made, every session being full of runs that did not end)")
+		}
 		w(". Restarts the supervisor made of processes that exited unasked: %d. Checker relists: %d.\n\n",
 			res.Unplanned, res.Breaks.Relists)
 		if p := res.Proxy; p.Conflicts+p.Errors+p.WatchesCut+p.Expired > 0 {

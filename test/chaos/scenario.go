@@ -95,8 +95,11 @@ type Result struct {
 	NotEnded []string  `json:"notTerminated,omitempty"`
 	// CountsLost counts the mismatches that ended as the baseline (reason,
 	// settlement, attempts) with lower usage counts: counts lost, none added.
-	CountsLost int                `json:"sameEndCountsLost"`
-	ByKind     map[Kind]KindTally `json:"byKind"`
+	CountsLost int `json:"sameEndCountsLost"`
+	// Stalled says the faults ended early: no run was made for a minute
+	// (every session full of runs that did not end).
+	Stalled bool               `json:"stalled,omitempty"`
+	ByKind  map[Kind]KindTally `json:"byKind"`
 	// ExtraAttempts sums, over runs, the attempts beyond the baseline's.
 	ExtraAttempts int `json:"extraAttempts"`
 	// DoubleCounted sums, over runs, |ledger − attempts' own usage| in budget
@@ -197,7 +200,18 @@ func Run(ctx context.Context, p *Plant, sc Scenario, ns string, base Baseline, m
 
 	var lastFault time.Time
 	if sc.Injector != nil {
+		madeAt, made := time.Now(), created.Load()
 		for created.Load() < int64(sc.Runs) || res.Faults < sc.MinFaults {
+			if n := created.Load(); n != made {
+				madeAt, made = time.Now(), n
+			}
+			if res.Faults >= sc.MinFaults && time.Since(madeAt) > stallAfter {
+				// Every session holds runs that do not end: more faults
+				// would only keep the scenario going.
+				res.Stalled = true
+				env.logf("%s: no run made for %s after %d faults; ending the faults", sc.Name, stallAfter, res.Faults)
+				break
+			}
 			select {
 			case <-ctx.Done():
 				return nil, nil, ctx.Err()
@@ -286,19 +300,18 @@ func Run(ctx context.Context, p *Plant, sc Scenario, ns string, base Baseline, m
 	return res, outcomes, nil
 }
 
-func waitAfterFaults(mode string) time.Duration {
-	if mode == "full" {
-		return 5 * time.Minute
-	}
-	return 3 * time.Minute
-}
+func waitAfterFaults(string) time.Duration { return 3 * time.Minute }
+
+// stallAfter ends a scenario's faults once it made no run for this long
+// (every session full of runs that do not end).
+const stallAfter = time.Minute
 
 // feed makes runs, at most two unfinished per session (one active, one
 // queued), until runs are made and the injector is done.
 func feed(ctx context.Context, w *World, runs int, created *atomic.Int64, injectorDone *atomic.Bool) error {
 	i := 0
 	for {
-		if i >= runs && injectorDone.Load() {
+		if injectorDone.Load() && (i >= runs || stalled(w)) {
 			return nil
 		}
 		name, err := w.Create(ctx, i, 2)
@@ -317,6 +330,18 @@ func feed(ctx context.Context, w *World, runs int, created *atomic.Int64, inject
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// stalled says whether no session has room for another run.
+func stalled(w *World) bool {
+	for _, ss := range w.sessions {
+		for _, s := range ss {
+			if w.unfinished(s) < 2 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // waitAll waits until every run was seen Terminated, answering approvals.
