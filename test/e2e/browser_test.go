@@ -87,7 +87,7 @@ var _ = Describe("The run stream's web page", Ordered, Label("stream", "browser"
 		w := newWorld(nil)
 		viewer, err := st.ViewerToken(ctx, w.ns, "viewer")
 		Expect(err).NotTo(HaveOccurred())
-		say := strings.Repeat("Each block streams once. ", 8) // 13 chunks of 16 bytes
+		say := strings.Repeat("Each block streams once. ", 24) // 38 chunks of 16 bytes, ~6 s: still streaming when read on a busy machine
 		w.streamedRun("watched", streamedTurn("Reading the goal first.", say, 150*time.Millisecond))
 
 		b := tab()
