@@ -150,7 +150,7 @@ func TestNonDefaultInstallOnAPIServer(t *testing.T) {
 
 	// The policies take effect once the API server has loaded them.
 	g.Eventually(func() error { return writeSessionStatus(oldOperator, "forged") }, timeout, interval).Should(
-		MatchError(ContainSubstring("Session status (the active-run claim, the queue, the mode history) is written only " +
+		MatchError(ContainSubstring("Session status (the active run, the queue, the mode history) is written only " +
 			"by the agentrun operator; system:serviceaccount:agentrun-system:agentrun-controller-manager may not write it")))
 
 	t.Run("the renamed operator writes session status and RunAttempts", func(t *testing.T) {
