@@ -21,11 +21,12 @@ limitations under the License.
 //     the termination owner, the only code that writes a run's phase. A pass
 //     is Get → stop if Terminated → gather (the run's Session and
 //     RuntimePolicy, its RunAttempts, the current attempt's pod, its place in
-//     the session's queue) → lifecycle.Decide → apply. The one write before
-//     deciding is the session claim, because the decision depends on who
-//     holds the session.
-//   - SessionReconciler (session_controller.go) keeps a Session's status and
-//     finalizer. When the Session is deleted it asks its runs to stop
+//     the session's queue) → lifecycle.Decide → apply. Nothing is written
+//     before deciding: a waiting run is admitted by lifecycle.Admit from the
+//     cache plus the starts this process wrote that the cache does not show
+//     yet (admissions), and its own status write is the start.
+//   - SessionReconciler (session_controller.go) keeps a Session's status (a
+//     coalesced summary of its runs, the audited mode history) and finalizer. When the Session is deleted it asks its runs to stop
 //     (spec.stop: Cancel); it never ends one itself.
 //   - RuntimePolicyReconciler (runtimepolicy_controller.go) resolves the
 //     interceptor chain into status.resolvedChain and sets Valid.

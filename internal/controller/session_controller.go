@@ -426,8 +426,8 @@ func (r *SessionReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.changes = &runChanges{pending: map[types.NamespacedName]changeWindow{}}
 	return ctrl.NewControllerManagedBy(mgr).
-		// Its own status writes and the runs' claims need no recount of their
-		// own: run events (coalesced) bring those.
+		// Its own status writes need no recount of their own: run events
+		// (coalesced) bring the changes it summarizes.
 		For(&v1alpha1.Session{}, builder.WithPredicates(predicate.Or[client.Object](
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, deletionChanged))).
 		Watches(&v1alpha1.ResearchRun{}, r.sessionOfRun()).
