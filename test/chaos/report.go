@@ -147,10 +147,14 @@ func (r *Report) Markdown(analysis string) string {
 		"model requests served / counted | converged after last fault | wall |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.ordered() {
-		w("| %s | %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d / %d | %.1f s | %.0f s |\n",
+		converged := fmt.Sprintf("%.1f s", res.ConvergeSecs)
+		if n := len(res.NotEnded); n > 0 {
+			converged = fmt.Sprintf("%d runs never ended (the rest: %.1f s)", n, res.ConvergeSecs)
+		}
+		w("| %s | %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d / %d | %s | %.0f s |\n",
 			res.Name, res.Mode, res.Runs, faultsCell(res), pct(res.Matching, res.Runs), res.CountsLost, res.ExtraAttempts,
 			len(res.Breaks.PodOverlaps), res.DoubleCounted, res.ToolDispatchedTwice, len(res.Breaks.SessionOverlaps),
-			len(res.Breaks.FactsLost), res.ModelDispatched, res.ModelCounted, res.ConvergeSecs, res.WallSecs)
+			len(res.Breaks.FactsLost), res.ModelDispatched, res.ModelCounted, converged, res.WallSecs)
 	}
 	w("\nTargets: end = baseline 100%%; every other count 0. *Model requests served / counted*: what the " +
 		"scripted upstream answered against the sum of the runs' used model requests — counted above served " +
@@ -183,7 +187,7 @@ func (r *Report) Markdown(analysis string) string {
 	w("| kind | script | baseline end |\n|---|---|---|\n")
 	desc := map[Kind]string{
 		KindComplete: "ticket, notes, two sections published, finish",
-		KindBudget:   "ticket, notes forever; working budget 4 of 5 model requests; one section from the reserve",
+		KindBudget:   "ticket, a note, a turn without tools, then notes until the working budget (4 of 5 model requests) is used up; one section published from the reserve",
 		KindCrash:    "exit 137 on attempt 1 with nothing in flight; attempt 2 completes",
 		KindCancel:   "ticket, note, a High-risk publish waits for approval; the driver cancels",
 		KindUnknown:  "note, a non-idempotent ticket.hang that never answers (Unknown), then exit 137",
