@@ -234,13 +234,30 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 	if _, ok := c.fields["max_completion_tokens"]; ok {
 		c.tokensField = "max_completion_tokens"
 	}
-	if raw, ok := c.fields[c.tokensField]; ok && string(raw) != "null" {
-		if json.Unmarshal(raw, &c.maxTokens) != nil || c.maxTokens < 1 {
-			return nil, errInvalid(c.tokensField, c.tokensField+" must be a positive integer")
+	// A provider may read either field as the completion's cap: the request
+	// asks for the smaller of those it sets.
+	for _, name := range tokenCapFields {
+		raw, ok := c.fields[name]
+		if !ok || string(raw) == jsonNull {
+			continue
+		}
+		var n int64
+		if json.Unmarshal(raw, &n) != nil || n < 1 {
+			return nil, errInvalid(name, name+" must be a positive integer")
+		}
+		if c.maxTokens == 0 || n < c.maxTokens {
+			c.maxTokens = n
 		}
 	}
 	return c, nil
 }
+
+// tokenCapFields are the request fields a provider reads as the
+// completion's token cap.
+var tokenCapFields = []string{"max_tokens", "max_completion_tokens"}
+
+// jsonNull is a JSON null: a field set to null is not set.
+const jsonNull = "null"
 
 // upstreamBody is the request as the provider gets it: its model id, the
 // max_tokens the gateway reserved, and usage forced on a stream. It reports
@@ -252,7 +269,14 @@ func (c *chatRequest) upstreamBody(m v1alpha1.Model, maxTokens int64) ([]byte, b
 	}
 	c.fields[fieldModel], _ = json.Marshal(id)
 	if maxTokens > 0 {
+		// Every cap the request sets says what the gateway reserved, so the
+		// provider cannot generate more whichever field it reads.
 		c.fields[c.tokensField], _ = json.Marshal(maxTokens)
+		for _, name := range tokenCapFields {
+			if raw, ok := c.fields[name]; ok && string(raw) != jsonNull {
+				c.fields[name], _ = json.Marshal(maxTokens)
+			}
+		}
 	}
 	clientUsage := false
 	if c.stream {
