@@ -73,7 +73,10 @@ func Scenarios(full bool) []Scenario {
 			}}},
 		{Name: "apiserver-restart", Title: "kube-apiserver stopped 1–3 s and started again (etcd kept), watches cut every 2–8 s " +
 			"and half of the resumed ones answered 410 Gone",
-			Runs: n(12, 90), MinFaults: n(3, 20), Injector: apiserverRestart{
+			// Fewer runs than the other scenarios: with a restart every
+			// ~13 s the local node is slow to start pods, and runs are made
+			// at a few per minute.
+			Runs: n(12, 36), MinFaults: n(3, 20), Injector: apiserverRestart{
 				lo: 4 * time.Second, hi: 8 * time.Second, downLo: time.Second, downHi: 3 * time.Second,
 				rules: stack.FaultRules{WatchCutMin: 2 * time.Second, WatchCutMax: 8 * time.Second, ExpireRate: 0.5},
 			}},
