@@ -114,9 +114,20 @@ func registerPhaseCollector(reader client.Reader, elected <-chan struct{}) {
 var phaseCollectorOnce sync.Once
 
 func init() {
-	metrics.Registry.MustRegister(runTransitions, runTerminations, attemptsStarted, factToDecision, conflicts,
-		queueWait, runDuration, approvalWait)
+	metrics.Registry.MustRegister(Collectors()...)
 }
+
+// Collectors are the operator's own metrics as registered on the manager's
+// registry (the runs-by-phase gauge's description included), for tests
+// that check what a dashboard or an alert names.
+func Collectors() []prometheus.Collector {
+	return []prometheus.Collector{runTransitions, runTerminations, attemptsStarted, factToDecision, conflicts,
+		queueWait, runDuration, approvalWait}
+}
+
+// PhaseCollectorDesc describes agentrun_runs (registered once the manager
+// has a cache: registerPhaseCollector).
+func PhaseCollectorDesc() *prometheus.Desc { return runsByPhaseDesc }
 
 // observeDecision records the metrics of an applied decision.
 func observeDecision(run *v1alpha1.ResearchRun, d lifecycle.Decision, waited time.Duration, hadFact bool) {
