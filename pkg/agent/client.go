@@ -165,6 +165,7 @@ func (a *Agent) callOnce(ctx context.Context, method, path string, body []byte, 
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
+	a.traceparent(req.Header)
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
@@ -204,6 +205,7 @@ func (a *Agent) watch(ctx context.Context, apply func(gatewayapi.Attempt)) error
 		return err
 	}
 	req.Header.Set("Authorization", "Bearer "+tok)
+	a.traceparent(req.Header)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := a.cfg.HTTPClient.Do(req)
 	if err != nil {
@@ -255,6 +257,7 @@ func (a *Agent) OpenAI(opts ...option.RequestOption) openai.Client {
 				return nil, err
 			}
 			req.Header.Set("Authorization", "Bearer "+tok)
+			a.traceparent(req.Header)
 			return next(req)
 		}),
 	)

@@ -67,6 +67,10 @@ type Config struct {
 	// HTTPClient talks to the gateway (default: built from CAFile). Its
 	// timeout must not cut the attempt watch (a stream): leave it 0.
 	HTTPClient *http.Client
+	// Traceparent is the W3C traceparent of the attempt's run (the pod's
+	// $TRACEPARENT, set when the operator traces): sent to the gateway on
+	// every request without one, so its spans join the run's trace.
+	Traceparent string
 
 	// Clock is the only source of time (timers, heartbeats). Default real.
 	Clock clock.WithTickerAndDelayedExecution
@@ -85,9 +89,10 @@ type Config struct {
 // ConfigFromEnv returns a Config filled from the pod's environment.
 func ConfigFromEnv() Config {
 	return Config{
-		GatewayURL: os.Getenv(gatewayapi.EnvGatewayURL),
-		TokenFile:  os.Getenv(gatewayapi.EnvTokenFile),
-		CAFile:     os.Getenv(gatewayapi.EnvCAFile),
+		GatewayURL:  os.Getenv(gatewayapi.EnvGatewayURL),
+		TokenFile:   os.Getenv(gatewayapi.EnvTokenFile),
+		CAFile:      os.Getenv(gatewayapi.EnvCAFile),
+		Traceparent: os.Getenv(EnvTraceparent),
 	}
 }
 

@@ -58,6 +58,7 @@ func (b bearerRT) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	r = r.Clone(r.Context())
 	r.Header.Set("Authorization", "Bearer "+tok)
+	b.a.traceparent(r.Header)
 	return b.base.RoundTrip(r)
 }
 

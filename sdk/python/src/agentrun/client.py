@@ -32,6 +32,7 @@ class Client:
         token: Optional[str] = None,
         ca_file: Optional[str] = None,
         timeout: float = 60.0,
+        traceparent: Optional[str] = None,
     ) -> None:
         if not gateway_url:
             raise ValueError(f"no gateway: set ${t.ENV_GATEWAY_URL}")
@@ -41,6 +42,9 @@ class Client:
         self.token_file = token_file
         self._token = token
         self.timeout = timeout
+        # The run's W3C trace context ($TRACEPARENT): the gateway's spans of
+        # this attempt join the run's trace.
+        self.traceparent = traceparent
         self._ssl = ssl.create_default_context()
         if ca_file:
             self._ssl.load_verify_locations(cafile=ca_file)
@@ -52,6 +56,7 @@ class Client:
             env.get(t.ENV_GATEWAY_URL, ""),
             token_file=env.get(t.ENV_TOKEN_FILE) or None,
             ca_file=env.get(t.ENV_CA_FILE) or None,
+            traceparent=env.get("TRACEPARENT") or None,
             **kw,
         )
 
@@ -68,6 +73,8 @@ class Client:
                  accept: str = "application/json") -> urllib.request.Request:
         data = None
         headers = {"Authorization": "Bearer " + self.token(), "Accept": accept}
+        if self.traceparent:
+            headers["traceparent"] = self.traceparent
         if body is not None:
             data = json.dumps(body).encode()
             headers["Content-Type"] = "application/json"
