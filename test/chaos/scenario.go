@@ -118,6 +118,8 @@ type Result struct {
 	// DoubleCounted sums, over runs, |ledger − attempts' own usage| in budget
 	// units (model requests + tool calls + tokens), per attempt and in total.
 	DoubleCounted int64 `json:"doubleCountedUnits"`
+	// DoubleCountedRuns names the runs whose totals disagree.
+	DoubleCountedRuns []string `json:"doubleCountedRuns,omitempty"`
 	// ToolDispatchedTwice counts tool calls (one unique ticket per run) the
 	// tool server received more than once.
 	ToolDispatchedTwice int `json:"toolDispatchedTwice"`
@@ -167,7 +169,11 @@ func (r *Result) InvariantBreaks() []string {
 		out = append(out, fmt.Sprintf("%d pod overlaps: %s", n, strings.Join(head(r.Breaks.PodOverlaps, 5), "; ")))
 	}
 	if r.DoubleCounted > 0 {
-		out = append(out, fmt.Sprintf("%d budget units double-counted", r.DoubleCounted))
+		msg := fmt.Sprintf("%d budget units double-counted", r.DoubleCounted)
+		if len(r.DoubleCountedRuns) > 0 {
+			msg += ": " + strings.Join(head(slices.Clone(r.DoubleCountedRuns), 5), "; ")
+		}
+		out = append(out, msg)
 	}
 	if r.ToolDispatchedTwice > 0 {
 		out = append(out, fmt.Sprintf("%d tool calls dispatched twice", r.ToolDispatchedTwice))
@@ -426,6 +432,10 @@ func measure(ctx context.Context, p *Plant, w *World, names []string, res *Resul
 		}
 		slices.SortFunc(o.Ledger, func(a, b LedgerEntry) int { return int(a.Attempt - b.Attempt) })
 		res.DoubleCounted += units(sumLedger, run.Status.Budget.Used) + units(sumLedger, sumAttempts)
+		if d := units(sumLedger, run.Status.Budget.Used) + units(sumLedger, sumAttempts); d > 0 {
+			res.DoubleCountedRuns = append(res.DoubleCountedRuns, fmt.Sprintf("%s: ledger %+v, budget.used %+v, attempts' own %+v",
+				run.Name, sumLedger, run.Status.Budget.Used, sumAttempts))
+		}
 		out[run.Name] = o
 	}
 	dupes, err := toolDupes(ctx, p.St.ToolsCallsURL, w.NS)
