@@ -138,10 +138,11 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if run.Status.Phase == v1alpha1.PhaseTerminated {
-		// Nothing to release: a run holds its session by its phase.
+		// Nothing to release: a run holds its session by its phase. Its
+		// accounting still takes in facts written after it ended.
 		r.facts.forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
-		return ctrl.Result{}, nil
+		return requeueOnConflict(r.settleAccounts(ctx, run))
 	}
 
 	g, err := r.gather(ctx, run)
@@ -243,27 +244,9 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 		}
 	}
 
-	list := &v1alpha1.RunAttemptList{}
-	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
-		return nil, fmt.Errorf("listing the RunAttempts of run %s: %w", klog.KObj(run), err)
+	if err := r.gatherAttempts(ctx, run, g); err != nil {
+		return nil, err
 	}
-	g.current = run.Status.Attempt
-	for i := range list.Items {
-		ra := &list.Items[i]
-		if !metav1.IsControlledBy(ra, run) {
-			continue
-		}
-		g.attempts[ra.Spec.Attempt] = ra
-		g.facts = append(g.facts, lifecycle.AttemptFacts{
-			Attempt:      ra.Spec.Attempt,
-			Created:      ra.CreationTimestamp.Time,
-			Grant:        ra.Spec.Grant,
-			Status:       ra.Status,
-			FactsWritten: statusWritten(ra),
-		})
-		g.current = max(g.current, ra.Spec.Attempt)
-	}
-	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
 	if err := r.gatherLiveness(ctx, g); err != nil {
 		return nil, err
 	}
@@ -282,6 +265,49 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 	}
 	g.queue, g.admitting = q, admitting
 	return g, nil
+}
+
+// gatherAttempts reads the RunAttempts the run controls into g: their facts
+// in attempt order, and the current attempt number.
+func (r *ResearchRunReconciler) gatherAttempts(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered) error {
+	list := &v1alpha1.RunAttemptList{}
+	if err := r.List(ctx, list, client.InNamespace(run.Namespace), client.MatchingLabels{v1alpha1.LabelRun: runpod.LabelValue(run.Name)}); err != nil {
+		return fmt.Errorf("listing the RunAttempts of run %s: %w", klog.KObj(run), err)
+	}
+	g.current = run.Status.Attempt
+	for i := range list.Items {
+		ra := &list.Items[i]
+		if !metav1.IsControlledBy(ra, run) {
+			continue
+		}
+		g.attempts[ra.Spec.Attempt] = ra
+		g.facts = append(g.facts, lifecycle.AttemptFacts{
+			Attempt:      ra.Spec.Attempt,
+			Created:      ra.CreationTimestamp.Time,
+			Grant:        ra.Spec.Grant,
+			Status:       ra.Status,
+			FactsWritten: statusWritten(ra),
+		})
+		g.current = max(g.current, ra.Spec.Attempt)
+	}
+	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
+	return nil
+}
+
+// settleAccounts folds facts written after a run ended into its ledger (the
+// decision of a Terminated run stands; see lifecycle's Terminated rung): one
+// status write when an attempt's counts rose, none otherwise.
+func (r *ResearchRunReconciler) settleAccounts(ctx context.Context, run *v1alpha1.ResearchRun) error {
+	g := &gathered{attempts: map[int32]*v1alpha1.RunAttempt{}}
+	if err := r.gatherAttempts(ctx, run, g); err != nil {
+		return err
+	}
+	d := lifecycle.Decide(lifecycle.Input{Now: r.Clock.Now(), Name: run.Name, Generation: run.Generation,
+		Spec: run.Spec, Status: run.Status, Attempts: g.facts})
+	next := run.DeepCopy()
+	next.Status = d.Status
+	_, err := patchStatusIfChanged(ctx, r.Client, run, next)
+	return err
 }
 
 // observePod reads the current attempt's pod. A pod the cache does not show is

@@ -330,6 +330,30 @@ var _ = Describe("The termination owner", func() {
 		Expect(w.attempts("doors")).To(Equal([]int{1}))
 	})
 
+	It("18. counts a fact the gateway could write only after the run ended; the decision stands", func() {
+		w.run("late-facts", nil)
+		w.start("late-facts", 1)
+		w.agent("late-facts", 1, func(s *v1alpha1.RunAttemptStatus) {
+			s.Steps, s.LastProgressStep, s.Usage = 2, 2, v1alpha1.Usage{ModelRequests: 2, ToolCalls: 1}
+		})
+		w.finish("late-facts", 1, v1alpha1.SettlementComplete)
+		run := w.eventually("late-facts", v1alpha1.PhaseTerminated, v1alpha1.ReasonCompleted)
+
+		By("the gateway's last flush lands after Terminated (the API server was away)")
+		w.agent("late-facts", 1, func(s *v1alpha1.RunAttemptStatus) {
+			s.Steps, s.Usage = 3, v1alpha1.Usage{ModelRequests: 3, ToolCalls: 1}
+		})
+		Eventually(func() v1alpha1.Usage { return w.get("late-facts").Status.Budget.Used }, timeout, interval).Should(
+			Equal(v1alpha1.Usage{ModelRequests: 3, ToolCalls: 1}), "the late count is in the ledger")
+		after := w.get("late-facts")
+		Expect(after.Status.Ledger).To(Equal([]v1alpha1.AttemptLedger{{Attempt: 1, Steps: 3, Used: v1alpha1.Usage{ModelRequests: 3, ToolCalls: 1}}}))
+		Expect(after.Status.Steps).To(Equal(int64(3)))
+		Expect(after.Status.Phase).To(Equal(v1alpha1.PhaseTerminated))
+		Expect(after.Status.Reason).To(Equal(run.Status.Reason))
+		Expect(after.Status.Settlement).To(Equal(run.Status.Settlement))
+		Expect(after.Status.CompletionTime).To(Equal(run.Status.CompletionTime))
+	})
+
 	It("runs the runs of one session one at a time, in creation order", func() {
 		for _, name := range []string{"first", "second", "third"} {
 			w.run(name, nil)

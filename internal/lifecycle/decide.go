@@ -51,7 +51,7 @@ type rule struct {
 // ladder is the precedence of the decision, first match wins. It is the only
 // place the order is written down; doc.go explains it.
 var ladder = []rule{
-	{"Terminated", absorbing, nil},            // absorbing: nothing changes
+	{"Terminated", absorbing, nil},            // absorbing: the decision stands, late facts are counted
 	{"Stopping", stoppingLatch, nil},          // an earlier pass decided to end: wait for the pod
 	{"Cancel", cancel, nil},                   // spec.stop: Cancel
 	{"Blocked", blocked, nil},                 // Pending: its session or policy is not there or not ready

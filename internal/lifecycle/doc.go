@@ -35,7 +35,9 @@ limitations under the License.
 // Decision: status, conditions, events, requeue. enact is the only code that
 // sets a phase. The rungs, in order:
 //
-//  1. Terminated: absorbing; the status is returned unchanged, no action.
+//  1. Terminated: absorbing; the decision is returned unchanged, no action —
+//     only the accounting (ledger, steps, budget used) takes in facts the
+//     gateway could write after the run ended, and it only rises.
 //  2. Stopping: an earlier pass decided the run ends (status.reason, with
 //     condition Ready=False/Stopping) and is waiting for the pod to stop. The
 //     decision stands even if the facts behind it change (a heartbeat comes

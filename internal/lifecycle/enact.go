@@ -55,7 +55,19 @@ type enactment struct {
 // requeue. It is the only code that sets a run's phase.
 func enact(f *facts, v verdict) Decision {
 	if v.keep {
-		return Decision{Status: *f.in.Status.DeepCopy()}
+		st := *f.in.Status.DeepCopy()
+		if f.phase == v1alpha1.PhaseTerminated {
+			// The decision is final; the accounting is not: a fact the
+			// gateway could write only after the run ended (the API server
+			// was away, a restarted gateway's last flush) is still counted.
+			// The ledger only rises (foldLedger keeps the higher count).
+			st.Ledger, st.Steps, st.Budget.Used = f.ledger, f.steps, f.used
+			st.Budget.Remaining = nonNeg(f.remaining())
+			if !f.lim.tokens {
+				st.Budget.Remaining.Tokens = 0
+			}
+		}
+		return Decision{Status: st}
 	}
 	e := &enactment{f: f, v: v, cur: f.cur, st: *f.in.Status.DeepCopy()}
 	e.st.Phase = f.phase

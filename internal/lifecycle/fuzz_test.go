@@ -290,11 +290,24 @@ func checkInvariants(t *testing.T, pass int, in Input, d Decision, everFinalizin
 
 func terminatedAbsorbing(in Input, d Decision, _ bool) string {
 	if in.Status.Phase == v1alpha1.PhaseTerminated {
-		if diff := cmp.Diff(Decision{Status: in.Status}, d); diff != "" {
+		// The decision stands; only the accounting may take in late facts,
+		// and it only rises.
+		want := Decision{Status: *in.Status.DeepCopy()}
+		want.Status.Ledger, want.Status.Steps, want.Status.Budget = d.Status.Ledger, d.Status.Steps, d.Status.Budget
+		want.Status.Budget.Granted = in.Status.Budget.Granted
+		if diff := cmp.Diff(want, d); diff != "" {
 			return "a Terminated run changed (-want +got):\n" + diff
+		}
+		if !usageAtLeast(d.Status.Budget.Used, in.Status.Budget.Used) || d.Status.Steps < in.Status.Steps {
+			return fmt.Sprintf("a Terminated run's accounting went down: used %+v → %+v, steps %d → %d",
+				in.Status.Budget.Used, d.Status.Budget.Used, in.Status.Steps, d.Status.Steps)
 		}
 	}
 	return ""
+}
+
+func usageAtLeast(a, b v1alpha1.Usage) bool {
+	return a.ModelRequests >= b.ModelRequests && a.ToolCalls >= b.ToolCalls && a.Tokens >= b.Tokens
 }
 
 func finalizingOneWay(in Input, d Decision, everFinalizing bool) string {
