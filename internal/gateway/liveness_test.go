@@ -92,7 +92,7 @@ func TestLivenessWritesOnlyChanges(t *testing.T) {
 		calls += 2
 	}
 	tick.Stop()
-	g.Expect(calls).To(BeNumerically(">=", 40))
+	g.Expect(calls).To(BeNumerically(">=", 12), "many calls (40 on an idle machine; fewer on a busy one)")
 	g.Expect(e.Writes.Load()).To(Equal(int64(1)), "%d calls in three heartbeat intervals, no heartbeat write", calls)
 	t.Logf("%d calls in %s (3 heartbeat intervals): %d status write (the takeover)", calls, 3*interval, e.Writes.Load())
 	g.Expect(lease(t, e).Spec.RenewTime.After(renewed)).To(BeTrue(), "the Lease was renewed meanwhile")
