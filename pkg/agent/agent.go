@@ -231,10 +231,25 @@ func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 
 	var view gatewayapi.Attempt
 	var err error
+	wait := 200 * time.Millisecond
 	for try := 1; ; try++ {
 		err = a.call(ctx, http.MethodGet, "/self", nil, &view)
 		var ge *GatewayError
-		if err == nil || !errors.As(err, &ge) || ge.Code != gatewayapi.CodeNotAnAttempt || try >= maxNotAnAttempt {
+		if err == nil || !errors.As(err, &ge) || ctx.Err() != nil {
+			break
+		}
+		if ge.Code == gatewayapi.CodeNotPersisted {
+			// The gateway could not reach the API server (to check the token,
+			// to read the attempt): a read, so asking again counts nothing.
+			a.log.Info("The gateway cannot reach the API server yet; asking again", "message", ge.Message)
+			select {
+			case <-ctx.Done():
+			case <-a.clock.After(wait):
+			}
+			wait = min(wait*2, 5*time.Second)
+			continue
+		}
+		if ge.Code != gatewayapi.CodeNotAnAttempt || try >= maxNotAnAttempt {
 			break
 		}
 		a.log.Info("Waiting for the operator to record this pod on its RunAttempt", "message", ge.Message)

@@ -1,0 +1,60 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+	http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+
+	. "github.com/onsi/gomega"
+
+	"github.com/agentrun-dev/agentrun/pkg/agent"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+)
+
+// TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer: a gateway that
+// answers not_persisted (it could not check the token with the API server,
+// e.g. while kube-apiserver restarts) is asked again, not taken as the end
+// of the attempt; another refusal ends Start at once.
+func TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer(t *testing.T) {
+	g := NewWithT(t)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		status, code := http.StatusServiceUnavailable, gatewayapi.CodeNotPersisted
+		if n > 2 {
+			status, code = http.StatusForbidden, gatewayapi.CodePermissionDenied
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(gatewayapi.ErrorBody{Error: gatewayapi.Error{Type: "server", Code: code, Message: "test"}})
+	}))
+	defer srv.Close()
+
+	a, err := agent.New(agent.Config{GatewayURL: srv.URL, Token: "t"})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = a.Start(context.Background())
+	var ge *agent.GatewayError
+	g.Expect(errors.As(err, &ge)).To(BeTrue(), "%v", err)
+	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied))
+	g.Expect(calls.Load()).To(BeEquivalentTo(3), "two not_persisted answers asked again, the refusal ended Start")
+}
