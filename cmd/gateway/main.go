@@ -131,7 +131,8 @@ func main() {
 		"This replica's liveness Lease in --namespace, its heartbeat for every attempt it governs (one write per renewal, "+
 			"none per attempt). Default agentrun-gateway-<node> (--node-name), else agentrun-gateway-<hostname>; "+
 			"- for none (the gateway then writes each attempt's heartbeatTime while its agent calls).")
-	flag.DurationVar(&leaseDuration, "lease-duration", gateway.DefaultLeaseDuration, "The liveness Lease's leaseDurationSeconds.")
+	flag.DurationVar(&leaseDuration, "lease-duration", gateway.DefaultLeaseDuration,
+		"The liveness Lease's leaseDurationSeconds.")
 	flag.DurationVar(&leaseRenew, "lease-renew-interval", gateway.DefaultLeaseRenewInterval,
 		"How often the liveness Lease is renewed; keep it well below the runs' heartbeatTimeout.")
 	zopts.BindFlags(flag.CommandLine)

@@ -408,26 +408,7 @@ func podMessage(pod *corev1.Pod) string {
 // facts. A later step that fails is redone by the next pass, which finds the
 // decision in the status.
 func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision) error {
-	next := run.DeepCopy()
-	next.Status = d.Status
-	key := client.ObjectKeyFromObject(run)
-	if hold := r.progress.hold(key); hold > 0 && !g.admitting && progressOnly(&run.Status, &next.Status) {
-		// Progress only: the facts are durable in the RunAttempts and this
-		// write decides nothing; it is made when the pacing allows.
-		g.held, next = hold, run
-	}
-	wrote, err := patchStatusIfChanged(ctx, r.Client, run, next)
-	if wrote {
-		r.progress.wrote(key)
-	}
-	if g.admitting {
-		// The start stays remembered unless the write was refused or the
-		// decision is not a start (a stop ended the run instead); a write
-		// whose outcome is unknown (a timeout) may have started it.
-		refused := apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err)
-		started := d.Status.Phase.IsActive() && !refused
-		r.admissions.settle(types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, run.Name, started)
-	}
+	next, wrote, err := r.writeStatus(ctx, run, g, d)
 	if err != nil {
 		return err
 	}
@@ -484,6 +465,35 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.Researc
 	}
 
 	return nil
+}
+
+// writeStatus makes apply's first step: the status write that carries the
+// decision (held back when it only reports progress and the pacing says
+// wait), and the settlement of an admission this pass made. It returns the
+// object as written and whether it wrote.
+func (r *ResearchRunReconciler) writeStatus(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered,
+	d lifecycle.Decision) (*v1alpha1.ResearchRun, bool, error) {
+	next := run.DeepCopy()
+	next.Status = d.Status
+	key := client.ObjectKeyFromObject(run)
+	if hold := r.progress.hold(key); hold > 0 && !g.admitting && progressOnly(&run.Status, &next.Status) {
+		// Progress only: the facts are durable in the RunAttempts and this
+		// write decides nothing; it is made when the pacing allows.
+		g.held, next = hold, run
+	}
+	wrote, err := patchStatusIfChanged(ctx, r.Client, run, next)
+	if wrote {
+		r.progress.wrote(key)
+	}
+	if g.admitting {
+		// The start stays remembered unless the write was refused or the
+		// decision is not a start (a stop ended the run instead); a write
+		// whose outcome is unknown (a timeout) may have started it.
+		refused := apierrors.IsConflict(err) || apierrors.IsNotFound(err) || apierrors.IsInvalid(err)
+		started := d.Status.Phase.IsActive() && !refused
+		r.admissions.settle(types.NamespacedName{Namespace: run.Namespace, Name: run.Spec.SessionRef.Name}, run.Name, started)
+	}
+	return next, wrote, err
 }
 
 // policyNotReady says why a policy's resolved chain cannot be handed to a new
