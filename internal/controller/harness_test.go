@@ -284,7 +284,9 @@ func (w *world) settle(run string, n int, settlement v1alpha1.Settlement) {
 			s.Publication.BlocksCommitted = 1
 		}
 	})
-	w.kubelet(run, n, corev1.PodSucceeded)
+	// As a kubelet reports it (container finishedAt), so the operator's fact
+	// grace covers a RunAttempt cache that has not shown the settlement yet.
+	w.exited(run, n)
 }
 
 // stopRun sets spec.stop with a merge patch, as kubectl patch would.
