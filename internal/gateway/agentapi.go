@@ -431,9 +431,7 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	}
 	k.calls[call.ID] = ad
 	if entry.Effect == v1alpha1.EffectNone {
-		// The call that uses up the grant is made durable before it is
-		// dispatched (see admitModelLocked).
-		if exhausts := k.facts.usage.ToolCalls >= k.grantLocked().ToolCalls; !k.g.opts.DurableAdmission && !exhausts {
+		if !k.g.opts.DurableAdmission {
 			k.markLocked(false)
 			k.mu.Unlock()
 			return call, entry, nil

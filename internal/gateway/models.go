@@ -134,12 +134,7 @@ func (k *keeper) admitModelLocked(promptBound, requested int64, capTokens *int64
 		k.tokens += t.reserved
 	}
 	k.facts.usage.ModelRequests++
-	// The request that uses up the grant is made durable before it leaves,
-	// whatever DurableAdmission says: the operator decides the exhaustion
-	// from this count, and a gateway killed before its next flush would
-	// otherwise restart from one less — the agent refused at its grant, the
-	// operator waiting for a count it never gets (chaos: gateway-kill).
-	if k.g.opts.DurableAdmission || k.facts.usage.ModelRequests >= gr.ModelRequests {
+	if k.g.opts.DurableAdmission {
 		k.markLocked(true)
 		return t, mt, k.seq, nil
 	}
