@@ -254,10 +254,8 @@ func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1alp
 		logf.FromContext(ctx).Error(err, "Ignoring malformed mode-change annotation", "session", session.Name)
 		return nil
 	}
-	for _, h := range status.ModeHistory {
-		if h.Time.Equal(&change.Time) && h.To == change.To && h.By == change.By {
-			return nil
-		}
+	if recorded(status.ModeHistory, change) {
+		return nil
 	}
 	*change = withSwitchContext(*change, status, runs)
 	status.ModeHistory = append(status.ModeHistory, *change)
@@ -380,7 +378,12 @@ func modeChangePending(session *v1alpha1.Session) bool {
 	if err := json.Unmarshal([]byte(raw), change); err != nil {
 		return false // recordModeChange ignores it too
 	}
-	return !slices.ContainsFunc(session.Status.ModeHistory, func(h v1alpha1.ModeChange) bool {
+	return !recorded(session.Status.ModeHistory, change)
+}
+
+// recorded reports whether history already holds the mode-change stamp.
+func recorded(history []v1alpha1.ModeChange, change *v1alpha1.ModeChange) bool {
+	return slices.ContainsFunc(history, func(h v1alpha1.ModeChange) bool {
 		return h.Time.Equal(&change.Time) && h.To == change.To && h.By == change.By
 	})
 }
