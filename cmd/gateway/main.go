@@ -50,6 +50,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -72,6 +73,9 @@ func main() {
 	var (
 		listen, certDir, certName, keyName string
 		metricsAddr, probeAddr             string
+		metricsCertDir                     string
+		metricsCertName, metricsKeyName    string
+		secureMetrics                      bool
 		flushInterval, tokenTTL            time.Duration
 		upstreamTimeout                    time.Duration
 		nodeName                           string
@@ -99,7 +103,16 @@ func main() {
 		"Empty serves plain HTTP: only for a loopback listener in local runs.")
 	flag.StringVar(&certName, "tls-cert-name", "tls.crt", "Serving certificate file name in --tls-cert-dir.")
 	flag.StringVar(&keyName, "tls-key-name", "tls.key", "Serving key file name in --tls-cert-dir.")
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "Address of the metrics endpoint (0 disables it).")
+	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8444", "Address of the metrics endpoint (0 disables it).")
+	flag.BoolVar(&secureMetrics, "metrics-secure", true,
+		"Serve the metrics over HTTPS, to callers the API server authenticates (TokenReview) and authorizes "+
+			"(SubjectAccessReview: get on /metrics) as the operator's are. False: plain HTTP, no authentication "+
+			"(only for a loopback listener in local runs).")
+	flag.StringVar(&metricsCertDir, "metrics-cert-path", "",
+		"Directory holding the metrics server's certificate (cert-manager's Secret). Empty: a self-signed certificate "+
+			"generated at start, which no scraper can verify.")
+	flag.StringVar(&metricsCertName, "metrics-cert-name", "tls.crt", "Metrics certificate file name in --metrics-cert-path.")
+	flag.StringVar(&metricsKeyName, "metrics-cert-key", "tls.key", "Metrics key file name in --metrics-cert-path.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health probes.")
 	flag.DurationVar(&flushInterval, "flush-interval", gateway.DefaultFlushInterval,
 		"How often coalesced facts are written to each RunAttempt: the most model-usage a crash can lose.")
@@ -150,7 +163,7 @@ func main() {
 	cfg.QPS, cfg.Burst = float32(qps), burst
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: metricsAddr},
+		Metrics:                metricsOptions(metricsAddr, secureMetrics, metricsCertDir, metricsCertName, metricsKeyName),
 		PprofBindAddress:       pprofAddr,
 		HealthProbeBindAddress: probeAddr,
 		// Secrets and reports are read on demand, never cached cluster-wide.
@@ -290,6 +303,24 @@ func main() {
 		setupLog.Error(err, "Gateway stopped")
 		os.Exit(1)
 	}
+}
+
+// metricsOptions serves the metrics as the operator does (cmd/main.go): over
+// HTTPS with cert-manager's certificate from certDir (a ServiceMonitor
+// verifies it: config/monitoring), to callers allowed get on /metrics
+// (ClusterRole agentrun-metrics-reader), HTTP/1.1 only; or, when not secure,
+// over plain HTTP for local runs.
+func metricsOptions(addr string, secure bool, certDir, certName, keyName string) metricsserver.Options {
+	opts := metricsserver.Options{BindAddress: addr, SecureServing: secure}
+	if !secure {
+		return opts
+	}
+	opts.FilterProvider = filters.WithAuthenticationAndAuthorization
+	opts.TLSOpts = []func(*tls.Config){func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} }}
+	if certDir != "" {
+		opts.CertDir, opts.CertName, opts.KeyName = certDir, certName, keyName
+	}
+	return opts
 }
 
 func observe(gw *gateway.Gateway, o any) {

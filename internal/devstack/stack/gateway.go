@@ -85,12 +85,14 @@ func (s *Stack) startGateway(ctx context.Context) error {
 	s.GatewayURL = fmt.Sprintf("https://127.0.0.1:%d", port)
 	s.GatewayMetricsURL = fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)
 	s.AuditLog = filepath.Join(s.LogDir, "audit.jsonl")
-	args := make([]string, 0, 7+len(s.opts.GatewayArgs))
+	args := make([]string, 0, 8+len(s.opts.GatewayArgs))
 	args = append(args,
 		"--kubeconfig="+kubeconfig,
 		fmt.Sprintf("--listen=127.0.0.1:%d", port),
 		"--tls-cert-dir="+tlsDir,
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", metricsPort),
+		// Plain HTTP on loopback, as the operator's here (GatewayMetricsURL).
+		"--metrics-secure=false",
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", healthPort),
 		"--audit-log="+s.AuditLog)
 	if s.StreamNATSURL != "" {
