@@ -317,6 +317,9 @@ func TestChartRefusesUnknownAndMistypedValues(t *testing.T) {
 	}{
 		"misspelt": {map[string]any{"nameprefix": "ar-"}, "additional properties 'nameprefix' not allowed"},
 		"mistyped": {map[string]any{"manager": map[string]any{"replicas": "two"}}, "at '/manager/replicas': got string, want integer"},
+		"mistyped endpoint": {map[string]any{"tracing": map[string]any{"otlpEndpoint": 4318}},
+			"at '/tracing/otlpEndpoint': got number, want string"},
+		"misspelt pprof": {map[string]any{"pprof": map[string]any{"address": ":8082"}}, "additional properties 'address' not allowed"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := renderChart(defaultNamespace, tc.values)
@@ -357,6 +360,48 @@ func TestChartOptionalComponents(t *testing.T) {
 				}
 				if strings.Contains(string(data), tc.absent) {
 					t.Errorf("%s still holds %q", key(u), tc.absent)
+				}
+			}
+		})
+	}
+}
+
+// tracing.otlpEndpoint and pprof.bindAddress render --otlp-endpoint and
+// --pprof-bind-address for the manager and the gateway; unset (the
+// defaults, which TestChartRendersConfigDefault holds equal to
+// config/default), neither flag is rendered.
+func TestChartTracingAndPprofValues(t *testing.T) {
+	want := []string{"--otlp-endpoint=http://otel-collector.observability:4318", "--pprof-bind-address=127.0.0.1:8082"}
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   []string
+	}{
+		"set": {map[string]any{
+			"tracing": map[string]any{"otlpEndpoint": "http://otel-collector.observability:4318"},
+			"pprof":   map[string]any{"bindAddress": "127.0.0.1:8082"},
+		}, want},
+		"defaults": {nil, nil},
+	} {
+		t.Run(name, func(t *testing.T) {
+			objs, err := renderChart(defaultNamespace, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, workload := range []string{"Deployment/agentrun-controller-manager", "DaemonSet/agentrun-gateway"} {
+				idx := slices.IndexFunc(objs, func(u *unstructured.Unstructured) bool { return u.GetKind()+"/"+u.GetName() == workload })
+				if idx < 0 {
+					t.Fatalf("the chart renders no %s", workload)
+				}
+				containers, _, _ := unstructured.NestedSlice(objs[idx].Object, "spec", "template", "spec", "containers")
+				args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+				var got []string
+				for _, a := range args {
+					if strings.HasPrefix(a, "--otlp-endpoint") || strings.HasPrefix(a, "--pprof-bind-address") {
+						got = append(got, a)
+					}
+				}
+				if d := cmp.Diff(tc.want, got); d != "" {
+					t.Errorf("%s's tracing and pprof flags (-want +got):\n%s", workload, d)
 				}
 			}
 		})

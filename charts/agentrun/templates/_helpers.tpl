@@ -52,3 +52,17 @@ object names.
 {{- fail (printf "namePrefix %q: at most 29 characters (the longest object name, <prefix>controller-manager-metrics-service, must stay within 63)" .Values.namePrefix) }}
 {{- end }}
 {{- end }}
+
+
+{{/*
+The manager's and the gateway's tracing and pprof flags, only when their values are set (neither
+is by default, as in config/default): --otlp-endpoint (internal/tracing) and --pprof-bind-address.
+*/}}
+{{- define "agentrun.observabilityArgs" -}}
+{{- with .Values.tracing.otlpEndpoint }}
+- --otlp-endpoint={{ . }}
+{{- end }}
+{{- with .Values.pprof.bindAddress }}
+- --pprof-bind-address={{ . }}
+{{- end }}
+{{- end }}
