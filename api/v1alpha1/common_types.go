@@ -17,6 +17,9 @@ limitations under the License.
 package v1alpha1
 
 import (
+	"strings"
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -47,6 +50,22 @@ const (
 // IsActive reports whether a run in this phase holds its session.
 func (p Phase) IsActive() bool {
 	return p == PhaseRunning || p == PhaseRecovering || p == PhaseFinalizing
+}
+
+// IsWaiting reports whether a run in this phase waits for admission: it has
+// not started. A run with no phase yet ("") counts as Pending.
+func (p Phase) IsWaiting() bool {
+	return p == "" || p == PhasePending || p == PhaseQueued
+}
+
+// AdmissionOrder orders two runs of a session as they are admitted (first in,
+// first out): by creation time, the name breaking ties. It is negative when
+// run a (created at aCreated) comes before run b, as slices.SortFunc wants.
+func AdmissionOrder(aCreated time.Time, aName string, bCreated time.Time, bName string) int {
+	if c := aCreated.Compare(bCreated); c != 0 {
+		return c
+	}
+	return strings.Compare(aName, bName)
 }
 
 // Reason says why a run is finalizing or why it ended.

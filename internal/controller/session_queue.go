@@ -19,7 +19,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -89,12 +88,9 @@ func (r *ResearchRunReconciler) sessionRuns(ctx context.Context, namespace, sess
 	return list.Items, nil
 }
 
-// fifo orders runs by creation time, name breaking ties.
+// fifo orders runs as their session admits them (v1alpha1.AdmissionOrder).
 func fifo(a, b *v1alpha1.ResearchRun) int {
-	if c := a.CreationTimestamp.Compare(b.CreationTimestamp.Time); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
+	return v1alpha1.AdmissionOrder(a.CreationTimestamp.Time, a.Name, b.CreationTimestamp.Time, b.Name)
 }
 
 // queueEntries is the admission's view of a session's runs.
@@ -251,7 +247,7 @@ func (r *ResearchRunReconciler) queueChanged() handler.EventHandler {
 			return
 		}
 		for i := range runs {
-			if o := &runs[i]; o.Name != run.Name && waitingPhase(o.Status.Phase) {
+			if o := &runs[i]; o.Name != run.Name && o.Status.Phase.IsWaiting() {
 				q.Add(reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
 			}
 		}
@@ -263,7 +259,7 @@ func (r *ResearchRunReconciler) queueChanged() handler.EventHandler {
 			if !okOld || !okNew {
 				return
 			}
-			started := waitingPhase(old.Status.Phase) && !waitingPhase(run.Status.Phase)
+			started := old.Status.Phase.IsWaiting() && !run.Status.Phase.IsWaiting()
 			ended := old.Status.Phase != v1alpha1.PhaseTerminated && run.Status.Phase == v1alpha1.PhaseTerminated
 			deleting := old.DeletionTimestamp == nil && run.DeletionTimestamp != nil && run.Status.Phase != v1alpha1.PhaseTerminated
 			if started || ended || deleting {
@@ -276,11 +272,6 @@ func (r *ResearchRunReconciler) queueChanged() handler.EventHandler {
 			}
 		},
 	}
-}
-
-// waitingPhase reports whether a run in phase p has not started.
-func waitingPhase(p v1alpha1.Phase) bool {
-	return p == "" || p == v1alpha1.PhasePending || p == v1alpha1.PhaseQueued
 }
 
 // runsOfSession maps a Session event to its runs that are not Terminated.

@@ -107,15 +107,10 @@ func (f *facts) started() *facts {
 // startIfHolder hands the rungs below Queue the started run when it holds
 // its session; a run that waits never gets past the Queue rung.
 func startIfHolder(f *facts) *facts {
-	if f.waiting() && f.in.Queue.Holder {
+	if f.phase.IsWaiting() && f.in.Queue.Holder {
 		return f.started()
 	}
 	return f
-}
-
-// waiting reports whether the run has not started: Pending or Queued.
-func (f *facts) waiting() bool {
-	return f.phase == v1alpha1.PhasePending || f.phase == v1alpha1.PhaseQueued
 }
 
 // foldLedger merges the reported usage into the stored ledger. A counter

@@ -94,12 +94,12 @@ func stoppingLatch(f *facts) (verdict, bool) {
 // nothing to finalize and ends it the same way.
 func cancel(f *facts) (verdict, bool) {
 	switch stop := f.in.Spec.Stop; {
-	case stop == v1alpha1.StopCancel && f.waiting():
+	case stop == v1alpha1.StopCancel && f.phase.IsWaiting():
 		return ending(v1alpha1.ReasonCancelled, cancelCause(f.in)+" before it started"), true
 	case stop == v1alpha1.StopCancel:
 		return ending(v1alpha1.ReasonCancelled, fmt.Sprintf("%s after %d steps and %d model requests",
 			cancelCause(f.in), f.steps, f.used.ModelRequests)), true
-	case stop == v1alpha1.StopFinalize && f.waiting():
+	case stop == v1alpha1.StopFinalize && f.phase.IsWaiting():
 		return ending(v1alpha1.ReasonCancelled, "stopped (spec.stop: Finalize) before it started, with nothing to finalize"), true
 	}
 	return verdict{}, false
@@ -119,7 +119,7 @@ func blocked(f *facts) (verdict, bool) {
 // below decide for it as started (startIfHolder).
 func queue(f *facts) (verdict, bool) {
 	q := f.in.Queue
-	if !f.waiting() || q.Holder {
+	if !f.phase.IsWaiting() || q.Holder {
 		return verdict{}, false
 	}
 	session := f.in.Spec.SessionRef.Name
@@ -163,7 +163,7 @@ func hardDeadline(f *facts) (verdict, bool) {
 // is spent meanwhile: the pod has stopped.
 func factGrace(f *facts) (verdict, bool) {
 	until, wait := f.factsDue()
-	if !wait || !f.phase.IsActive() || f.waiting() {
+	if !wait || !f.phase.IsActive() || f.phase.IsWaiting() {
 		return verdict{}, false
 	}
 	v, _ := steady(f)

@@ -18,7 +18,6 @@ package lifecycle
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -46,16 +45,13 @@ func (e QueueEntry) holds() bool {
 
 // waits reports whether e waits in its session's queue.
 func (e QueueEntry) waits() bool {
-	return !e.Deleting && !e.holds() && (e.Phase == "" || e.Phase == v1alpha1.PhasePending || e.Phase == v1alpha1.PhaseQueued)
+	return !e.Deleting && !e.holds() && e.Phase.IsWaiting()
 }
 
-// FIFO orders queue entries by creation time, name breaking ties: the order
-// in which a session's runs are admitted.
+// FIFO orders queue entries in the order a session's runs are admitted
+// (v1alpha1.AdmissionOrder: creation time, name breaking ties).
 func FIFO(a, b QueueEntry) int {
-	if c := a.Created.Compare(b.Created); c != 0 {
-		return c
-	}
-	return strings.Compare(a.Name, b.Name)
+	return v1alpha1.AdmissionOrder(a.Created, a.Name, b.Created, b.Name)
 }
 
 // Admit says where run stands in its session's queue, given every run of the
