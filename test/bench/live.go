@@ -558,16 +558,10 @@ func liveStep(ctx context.Context, o *options, wl workload, m, trial int) (*live
 
 	// Warm-up: a few runs through the whole path (one model call, then
 	// finish), unmeasured.
-	var warm []string
-	for i := range o.warmup {
-		name := fmt.Sprintf("w-%03d", i)
-		warm = append(warm, name)
-		if err := d.create(ctx, name, sessionName(total+i), false, time.Time{}); err != nil {
-			return res, fmt.Errorf("warm-up create: %w", err)
-		}
-	}
-	if err := d.waitTerminal(ctx, warm, 120*time.Second, alive); err != nil {
-		return res, fmt.Errorf("warm-up: %w (agent errors %d, first: %s)\n%s", err, l.errN.Load(), l.firstError(), pr.tail())
+	if err := warmUp(ctx, o, d, total, alive, func() string {
+		return fmt.Sprintf(" (agent errors %d, first: %s)\n%s", l.errN.Load(), l.firstError(), pr.tail())
+	}); err != nil {
+		return res, err
 	}
 	d.waitQuiet(ctx, time.Second, 60*time.Second)
 	l.alive.Store(0)

@@ -298,16 +298,8 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 
 	// Warm-up: a few runs through the whole path prove the peer's caches
 	// are synced and its connections open; they are not measured.
-	var warm []string
-	for i := range o.warmup {
-		name := fmt.Sprintf("w-%03d", i)
-		warm = append(warm, name)
-		if err := d.create(ctx, name, sessionName(total+i), false, time.Time{}); err != nil {
-			return res, fmt.Errorf("warm-up create: %w", err)
-		}
-	}
-	if err := d.waitTerminal(ctx, warm, 120*time.Second, alive); err != nil {
-		return res, fmt.Errorf("warm-up: %w\n%s", err, pr.tail())
+	if err := warmUp(ctx, o, d, total, alive, func() string { return "\n" + pr.tail() }); err != nil {
+		return res, err
 	}
 	if !d.waitQuiet(ctx, time.Second, 180*time.Second) {
 		logf("  setup did not quiesce within 180s; measuring anyway")
@@ -364,6 +356,25 @@ func runOne(ctx context.Context, o *options, sys string, wl workload, trial int)
 		return res, ctx.Err()
 	}
 	return res, nil
+}
+
+// warmUp creates o.warmup unmeasured runs (w-000, w-001, …, on the Sessions
+// after the workload's total) and waits up to 120 s for all of them to be
+// terminal. detail, called only if they are not, adds to that error what the
+// caller knows of why (the peer's log tail, the agents' errors).
+func warmUp(ctx context.Context, o *options, d *driver, total int, alive func() error, detail func() string) error {
+	var warm []string
+	for i := range o.warmup {
+		name := fmt.Sprintf("w-%03d", i)
+		warm = append(warm, name)
+		if err := d.create(ctx, name, sessionName(total+i), false, time.Time{}); err != nil {
+			return fmt.Errorf("warm-up create: %w", err)
+		}
+	}
+	if err := d.waitTerminal(ctx, warm, 120*time.Second, alive); err != nil {
+		return fmt.Errorf("warm-up: %w%s", err, detail())
+	}
+	return nil
 }
 
 // setupAgentrun creates the RuntimePolicy (with models, for the live
