@@ -111,7 +111,8 @@ func main() {
 	flag.StringVar(&metricsCertDir, "metrics-cert-path", "",
 		"Directory holding the metrics server's certificate (cert-manager's Secret). Empty: a self-signed certificate "+
 			"generated at start, which no scraper can verify.")
-	flag.StringVar(&metricsCertName, "metrics-cert-name", "tls.crt", "Metrics certificate file name in --metrics-cert-path.")
+	flag.StringVar(&metricsCertName, "metrics-cert-name", "tls.crt",
+		"Metrics certificate file name in --metrics-cert-path.")
 	flag.StringVar(&metricsKeyName, "metrics-cert-key", "tls.key", "Metrics key file name in --metrics-cert-path.")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "Address of the health probes.")
 	flag.DurationVar(&flushInterval, "flush-interval", gateway.DefaultFlushInterval,
