@@ -20,6 +20,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -34,50 +35,148 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
-// Where agentrun-stream is installed (config/stream, config/default).
+// Where agentrun-stream is installed by default (config/stream,
+// config/default), and the label its Service carries in every install, the
+// chart's under any namespace and name prefix included.
 const (
 	StreamNamespace = "agentrun-system"
 	StreamService   = "agentrun-stream"
+	// StreamLabel is app.kubernetes.io/name=agentrun-stream: the stream
+	// Service's label, by which a renamed install is found.
+	StreamLabel      = "app.kubernetes.io/name"
+	StreamLabelValue = "agentrun-stream"
 )
 
 // proxyHint explains why the API server's service proxy cannot carry the
 // caller's identity to agentrun-stream, and what works instead.
-const proxyHint = `hint: through the API server's service proxy agentrun-stream cannot see who you are: the API server
+func proxyHint(loc StreamLocation) string {
+	return fmt.Sprintf(`hint: through the API server's service proxy agentrun-stream cannot see who you are: the API server
 authenticates your request and removes its Authorization header before it proxies it. Reach the stream
 server directly instead, with a token the API server accepts:
-  kubectl -n agentrun-system port-forward svc/agentrun-stream 8443:443 &
-  kubectl agentrun events RUN --server https://localhost:8443 --insecure --token "$(kubectl create token NAME)"`
+  kubectl -n %s port-forward svc/%s 8443:%d &
+  kubectl agentrun events RUN --server https://localhost:8443 --insecure --token "$(kubectl create token NAME)"`,
+		loc.Namespace, loc.Service, loc.Port)
+}
 
 // directHint is the hint of a direct connection.
 const directHint = `hint: agentrun-stream authenticates the bearer token of the request (a TokenReview) and
 needs "get" on the run: pass --token (for example "$(kubectl create token NAME)");
 a client certificate does not reach it`
 
-// StreamProxyURL is the run's events URL through the API server's service
-// proxy: /api/v1/namespaces/agentrun-system/services/https:agentrun-stream:443/proxy/apis/…
-// It reads the Service for its HTTPS port; a caller who may not read it
-// gets port 443, and a Service that does not exist is an error.
-func StreamProxyURL(ctx context.Context, c client.Reader, cfg *rest.Config, namespace, run string) (string, error) {
-	port := int32(443)
+// StreamLocation is the Service of agentrun-stream and its HTTPS port.
+type StreamLocation struct {
+	Namespace, Service string
+	Port               int32
+}
+
+// FindStream finds agentrun-stream's Service. namespace and service are
+// --stream-namespace and --stream-service, either may be empty:
+//   - with --stream-service, that Service (in --stream-namespace, else
+//     agentrun-system);
+//   - with only --stream-namespace, the one Service labelled
+//     app.kubernetes.io/name=agentrun-stream there;
+//   - with neither, agentrun-system/agentrun-stream, else the one Service
+//     with that label in any namespace (a renamed install: another
+//     namespace or name prefix).
+//
+// The port is the Service's port named https (else its first). A caller
+// who may not read the Service it names gets port 443: the proxy request
+// is authorized on its own.
+func FindStream(ctx context.Context, c client.Reader, namespace, service string) (StreamLocation, error) {
+	if service != "" {
+		return getStream(ctx, c, cmpOr(namespace, StreamNamespace), service)
+	}
+	if namespace != "" {
+		return listStream(ctx, c, namespace)
+	}
+	loc, err := getStream(ctx, c, StreamNamespace, StreamService)
+	if !apierrors.IsNotFound(err) {
+		return loc, err
+	}
+	loc, lerr := listStream(ctx, c, "")
+	var none *notInstalled
+	if lerr != nil && (apierrors.IsForbidden(lerr) || errors.As(lerr, &none)) {
+		// None elsewhere, or may not look: say the default is missing.
+		return StreamLocation{}, err
+	}
+	return loc, lerr
+}
+
+func cmpOr(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+// notInstalled says the stream Service was not found, and how to name it;
+// it wraps err (a NotFound, if any) for apierrors.IsNotFound.
+type notInstalled struct {
+	where string
+	err   error
+}
+
+func (e *notInstalled) Error() string {
+	return e.where + ": is agentrun-stream installed? Name its Service with --stream-namespace and " +
+		"--stream-service, or pass --server with the stream server's URL (make dev prints it)"
+}
+
+func (e *notInstalled) Unwrap() error { return e.err }
+
+func getStream(ctx context.Context, c client.Reader, namespace, name string) (StreamLocation, error) {
+	loc := StreamLocation{Namespace: namespace, Service: name, Port: 443}
 	var svc corev1.Service
-	err := c.Get(ctx, client.ObjectKey{Namespace: StreamNamespace, Name: StreamService}, &svc)
+	err := c.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &svc)
 	switch {
 	case err == nil:
-		port = servicePort(&svc, port)
+		loc.Port = servicePort(&svc, loc.Port)
 	case apierrors.IsNotFound(err):
-		return "", fmt.Errorf("service %s/%s not found: is agentrun-stream installed? "+
-			"Pass --server with the stream server's URL (make dev prints it)", StreamNamespace, StreamService)
+		return loc, &notInstalled{where: fmt.Sprintf("service %s/%s not found", namespace, name), err: err}
 	case apierrors.IsForbidden(err):
-		// May not read the Service: the proxy request is authorized on its own.
 	default:
-		return "", err
+		return loc, err
 	}
+	return loc, nil
+}
+
+// listStream finds the one Service labelled as agentrun-stream's in
+// namespace ("" for all).
+func listStream(ctx context.Context, c client.Reader, namespace string) (StreamLocation, error) {
+	var list corev1.ServiceList
+	if err := c.List(ctx, &list, client.InNamespace(namespace),
+		client.MatchingLabels{StreamLabel: StreamLabelValue}); err != nil {
+		return StreamLocation{}, err
+	}
+	where := "in any namespace"
+	if namespace != "" {
+		where = "in namespace " + namespace
+	}
+	switch len(list.Items) {
+	case 0:
+		return StreamLocation{}, &notInstalled{
+			where: fmt.Sprintf("no service labelled %s=%s %s", StreamLabel, StreamLabelValue, where)}
+	case 1:
+		svc := &list.Items[0]
+		return StreamLocation{Namespace: svc.Namespace, Service: svc.Name, Port: servicePort(svc, 443)}, nil
+	}
+	names := make([]string, 0, len(list.Items))
+	for _, svc := range list.Items {
+		names = append(names, svc.Namespace+"/"+svc.Name)
+	}
+	return StreamLocation{}, fmt.Errorf("%d services labelled %s=%s %s (%s): name one with --stream-namespace "+
+		"and --stream-service", len(names), StreamLabel, StreamLabelValue, where, strings.Join(names, ", "))
+}
+
+// StreamProxyURL is the run's events URL through the API server's service
+// proxy to the stream Service loc:
+// /api/v1/namespaces/agentrun-system/services/https:agentrun-stream:443/proxy/apis/…
+func StreamProxyURL(cfg *rest.Config, loc StreamLocation, namespace, run string) (string, error) {
 	base, _, err := rest.DefaultServerUrlFor(cfg)
 	if err != nil {
 		return "", err
 	}
-	proxy := "/api/v1/namespaces/" + StreamNamespace + "/services/https:" + StreamService + ":" +
-		strconv.Itoa(int(port)) + "/proxy"
+	proxy := "/api/v1/namespaces/" + loc.Namespace + "/services/https:" + loc.Service + ":" +
+		strconv.Itoa(int(loc.Port)) + "/proxy"
 	return strings.TrimSuffix(base.String(), "/") + proxy + EventsPath(namespace, run), nil
 }
 
@@ -151,6 +250,8 @@ func directClient(cfg *rest.Config, token, caFile string, insecure bool) (*http.
 }
 
 type eventsFlags struct {
+	streamNamespace, streamService string
+
 	follow   bool
 	from     uint64
 	server   string
@@ -170,13 +271,16 @@ trajectory (the JSON-lines export) as one readable line per event; with -f the l
 resumed with Last-Event-ID after a disconnect, until the run's end event.
 
 By default the request goes through the API server's service proxy to the Service agentrun-stream in
-agentrun-system. --server and --token (which on this command name the stream server and its bearer
+agentrun-system or, when it is not there (another namespace or name prefix), to the one Service
+labelled app.kubernetes.io/name=agentrun-stream; --stream-namespace and --stream-service name it.
+--server and --token (which on this command name the stream server and its bearer
 token, not the API server's) talk to a stream server directly: a port-forward, or make dev's URL.`,
 		Example: `  kubectl agentrun events survey-vector-dbs
   kubectl agentrun events survey-vector-dbs -f --from 120
   kubectl -n agentrun-system port-forward svc/agentrun-stream 8443:443 &
   kubectl agentrun events survey-vector-dbs -f --server https://localhost:8443 --insecure --token "$TOKEN"
-  kubectl agentrun events survey-vector-dbs -o jsonl > survey.jsonl`,
+  kubectl agentrun events survey-vector-dbs -o jsonl > survey.jsonl
+  kubectl agentrun events survey-vector-dbs --stream-namespace research-ops --stream-service ar-stream`,
 		Args:              cobra.ExactArgs(1),
 		ValidArgsFunction: p.completeRuns,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -190,6 +294,10 @@ token, not the API server's) talk to a stream server directly: a port-forward, o
 	fl := cmd.Flags()
 	fl.BoolVarP(&f.follow, "follow", "f", false, "stream the events as they are stored, until the run's end")
 	fl.Uint64Var(&f.from, "from", 1, "first event seq to print")
+	fl.StringVar(&f.streamNamespace, "stream-namespace", "", "namespace of agentrun-stream's Service "+
+		"(default: agentrun-system, else found by its label app.kubernetes.io/name=agentrun-stream)")
+	fl.StringVar(&f.streamService, "stream-service", "", "name of agentrun-stream's Service (default: agentrun-stream, "+
+		"else the one labelled app.kubernetes.io/name=agentrun-stream)")
 	fl.StringVar(&f.server, "server", "", "URL of the stream server (default: through the API server's service proxy)")
 	fl.StringVar(&f.token, "token", "", "bearer token for --server (default: the kubeconfig user's token)")
 	fl.StringVarP(&f.output, "output", "o", "", "output format: jsonl (the events as received)")
@@ -218,6 +326,10 @@ func (p *plugin) eventsOptions(ctx context.Context, run string, f eventsFlags) (
 		return o, err
 	}
 	if f.server != "" {
+		if f.streamNamespace != "" || f.streamService != "" {
+			return o, fmt.Errorf("--stream-namespace and --stream-service name the Service the API server's proxy " +
+				"reaches: not with --server")
+		}
 		u, tok, err := DirectURL(f.server, ns, run)
 		if err != nil {
 			return o, err
@@ -236,7 +348,11 @@ func (p *plugin) eventsOptions(ctx context.Context, run string, f eventsFlags) (
 	if err != nil {
 		return o, err
 	}
-	if o.URL, err = StreamProxyURL(ctx, c, cfg, ns, run); err != nil {
+	loc, err := FindStream(ctx, c, f.streamNamespace, f.streamService)
+	if err != nil {
+		return o, err
+	}
+	if o.URL, err = StreamProxyURL(cfg, loc, ns, run); err != nil {
 		return o, err
 	}
 	streaming := rest.CopyConfig(cfg)
@@ -244,6 +360,6 @@ func (p *plugin) eventsOptions(ctx context.Context, run string, f eventsFlags) (
 	if o.Client, err = rest.HTTPClientFor(streaming); err != nil {
 		return o, err
 	}
-	o.Hint = proxyHint
+	o.Hint = proxyHint(loc)
 	return o, nil
 }

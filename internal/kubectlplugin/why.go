@@ -69,6 +69,7 @@ func Why(ctx context.Context, w io.Writer, c client.Reader, o WhyOptions) error 
 			x.cur = a
 		}
 	}
+	x.lease = readGatewayLease(ctx, c, x.cur)
 	x.header()
 	x.decision()
 	x.gates()
@@ -115,6 +116,7 @@ type explainer struct {
 	w        io.Writer
 	rr       *v1alpha1.ResearchRun
 	cur      *v1alpha1.RunAttempt
+	lease    *gatewayLease // the Lease cur's status.liveness names
 	attempts []*v1alpha1.RunAttempt
 	now      time.Time
 	s        style
@@ -540,7 +542,11 @@ func (x *explainer) attempt() {
 	t.row("Steps:", fmt.Sprintf("%d (last progress at step %d)", a.Status.Steps, a.Status.LastProgressStep))
 	t.row("Finish:", map[bool]string{true: "proposed", false: "not proposed"}[a.Status.FinishProposed])
 	t.row("Publication:", publicationText(a.Status.Publication))
-	t.row("Heartbeat:", ago(a.Status.HeartbeatTime, x.now))
+	if a.Status.Liveness != nil {
+		t.row("Liveness:", livenessText(a, x.lease, heartbeatTimeout(x.rr), x.now))
+	} else {
+		t.row("Heartbeat:", ago(a.Status.HeartbeatTime, x.now))
+	}
 	if len(a.Status.AwaitingApproval) > 0 {
 		t.row("Awaiting:", strings.Join(v1alpha1.ActionIDs(a.Status.AwaitingApproval), ", ")+" (see Pending approvals)")
 	}
