@@ -15,7 +15,8 @@ limitations under the License.
 */
 
 // Package grafana_test checks the dashboard against the binaries: every
-// metric its PromQL names is one the operator or the gateway registers.
+// metric its PromQL names is one the operator or the gateway registers, and
+// config/monitoring has a ServiceMonitor that scrapes the binary that does.
 package grafana_test
 
 import (
