@@ -252,6 +252,34 @@ func TestChartRendersConfigDefault(t *testing.T) {
 	}
 }
 
+// With monitoring.serviceMonitors the chart renders what config/monitoring
+// builds: config/default plus the operator's and the gateways' verified-TLS
+// ServiceMonitors, the operator serving cert-manager's metrics certificate
+// and that certificate issued for its Service.
+func TestChartRendersConfigMonitoring(t *testing.T) {
+	kustomized, err := buildKustomize(filepath.Join(utils.ProjectRoot(), "config", "monitoring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rendered, err := renderChart(defaultNamespace, map[string]any{"monitoring": map[string]any{"serviceMonitors": true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest := withoutNamespaceObject(kustomized)
+	monitors := 0
+	for _, u := range rendered {
+		if u.GetKind() == "ServiceMonitor" {
+			monitors++
+		}
+	}
+	if monitors != 2 {
+		t.Errorf("the chart renders %d ServiceMonitors, want the operator's and the gateways'", monitors)
+	}
+	for _, p := range compare(rest, rendered) {
+		t.Error(strings.ReplaceAll(p, "config/default", "config/monitoring"))
+	}
+}
+
 // The comparison itself fails on a missing object, an extra one and a
 // changed field, so a chart that falls behind config/default is caught.
 func TestCompareCatchesDrift(t *testing.T) {
