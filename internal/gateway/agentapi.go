@@ -381,7 +381,7 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	entry, e := k.checkToolLocked(req.tool, fp)
 	if e != nil {
 		k.mu.Unlock()
-		return call, entry, e
+		return call, entry, k.durableRefusal(ctx, e)
 	}
 	call.Effect, call.Risk = entry.Effect, entry.Risk
 	if entry.Idempotent {
@@ -411,7 +411,7 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	}
 	if _, e := k.checkToolLocked(req.tool, fp); e != nil {
 		k.mu.Unlock()
-		return call, entry, e
+		return call, entry, k.durableRefusal(ctx, e)
 	}
 	if v := permission.Evaluate(k.obj.Spec.Mode, entry, k.obj.Spec.Policy.AutoApprove); v.Verdict == permission.Deny {
 		k.mu.Unlock()
@@ -512,12 +512,44 @@ func (k *keeper) checkToolLocked(tool, fingerprint string) (v1alpha1.Tool, *apiE
 
 // grantRefusal is the refusal of a call beyond the grant, with the numbers.
 func grantRefusal(finalizing bool, used string) *apiError {
+	var e *apiError
 	if finalizing {
-		return errGrant(gatewayapi.CodeReserveExhausted, fmt.Sprintf(
+		e = errGrant(gatewayapi.CodeReserveExhausted, fmt.Sprintf(
 			"the run is finalizing and its reserve is used up at %s of this attempt; nothing more is served", used))
+	} else {
+		e = errGrant(gatewayapi.CodeGrantExhausted, fmt.Sprintf(
+			"working budget exhausted at %s of this attempt; the operator finalizes the run from its reserve or ends it", used))
 	}
-	return errGrant(gatewayapi.CodeGrantExhausted, fmt.Sprintf(
-		"working budget exhausted at %s of this attempt; the operator finalizes the run from its reserve or ends it", used))
+	e.onCounts = true
+	return e
+}
+
+// durableRefusal answers a refusal decided on the attempt's counts only once
+// those counts are on the API server. The agent stops at the refusal and
+// waits for the operator, who decides the exhaustion from the written
+// counts: were the gateway to die with them unwritten, its successor would
+// resume one count short, the operator would never see the grant used up,
+// and the run would wait for its deadline (chaos suite, gateway-kill). The
+// counts are written at once; if they cannot be, the agent is told
+// not_persisted and asks again. Counts already durable cost no write, so an
+// agent repeating a refused request does not drive writes.
+func (k *keeper) durableRefusal(ctx context.Context, e *apiError) *apiError {
+	if e == nil || !e.onCounts {
+		return e
+	}
+	k.mu.Lock()
+	target := k.seq
+	durable := k.writtenUsage == k.facts.usage
+	k.mu.Unlock()
+	if durable {
+		return e
+	}
+	k.signal()
+	if err := k.waitWritten(ctx, target); err != nil {
+		return errNotPersisted(fmt.Sprintf("the request is refused (%s), but the counts it was refused on could not be made durable yet; ask again: %v",
+			e.body.Message, err))
+	}
+	return e
 }
 
 // confirm asks for a decision on the call (an approval request, durable

@@ -17,6 +17,7 @@ limitations under the License.
 package gateway_test
 
 import (
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -30,6 +31,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -163,4 +165,49 @@ func TestTheReserveIsServedOnTopOfTheGatewaysOwnCount(t *testing.T) {
 	g.Expect(call("http.get")).To(Equal(http.StatusTooManyRequests), "research is over")
 	g.Expect(call("report.publish")).To(Equal(http.StatusOK), "the reserve's tool call, on top of the 3 admitted")
 	g.Expect(call("report.publish")).To(Equal(http.StatusTooManyRequests), "and no more")
+}
+
+// TestARefusalOnTheGrantWaitsForItsCounts: the agent stops at a grant
+// refusal and waits for the operator, who decides the exhaustion from the
+// written counts. A refusal is therefore answered only once the counts it
+// was decided on are durable: a gateway killed right after it cannot come
+// back a count short with the run waiting for its deadline (chaos suite,
+// gateway-kill). A repeated refusal writes nothing more.
+func TestARefusalOnTheGrantWaitsForItsCounts(t *testing.T) {
+	g := NewWithT(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{
+		FlushInterval: time.Hour, // nothing coalesced is written unless something forces it
+		Mutate: func(ra *v1alpha1.RunAttempt) {
+			ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 2, ToolCalls: 1}
+		},
+	})
+	model := func() reply {
+		return as(t, e, http.MethodPost, gatewayapi.ModelPathPrefix+"/chat/completions", chatTurn(upstream.Turn{Say: "ok", Tokens: 3}))
+	}
+	g.Expect(model().status).To(Equal(http.StatusOK))
+	g.Expect(model().status).To(Equal(http.StatusOK))
+	admit(t, e, "http.get", map[string]any{"url": "https://example.com/a"})
+	g.Expect(e.Status().Usage.ModelRequests).To(BeZero(), "the admissions are coalesced: nothing written yet")
+
+	r := model()
+	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(r.errBody().Code).To(Equal(gatewayapi.CodeGrantExhausted))
+	g.Expect(e.Status().Usage).To(Equal(v1alpha1.Usage{ModelRequests: 2, ToolCalls: 1, Tokens: 6}),
+		"the refusal was answered after the counts it was decided on were written")
+
+	raw, _ := json.Marshal(map[string]any{"url": "https://example.com/b"})
+	tr := as(t, e, http.MethodPost, self("/toolcalls"), gatewayapi.ToolCallRequest{Tool: "http.get", Arguments: raw})
+	g.Expect(tr.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(tr.errBody().Code).To(Equal(gatewayapi.CodeGrantExhausted))
+
+	writes := e.Writes.Load()
+	for range 5 {
+		g.Expect(model().status).To(Equal(http.StatusTooManyRequests))
+	}
+	g.Expect(e.Writes.Load()).To(Equal(writes), "refusals on counts already written cost no write")
+
+	e.Crash()
+	e.RestartWithFlush(20 * time.Millisecond)
+	g.Expect(model().status).To(Equal(http.StatusTooManyRequests), "the successor resumes from the written counts")
+	g.Expect(e.Upstream.Requests.Load()).To(BeEquivalentTo(2))
 }

@@ -31,6 +31,9 @@ type apiError struct {
 	// fault, when set, is the fault kind the refusal is counted under in
 	// the attempt's facts (scope Agent).
 	fault string
+	// onCounts marks a refusal decided on the attempt's counts (the grant):
+	// it is answered only once those counts are durable (durableRefusal).
+	onCounts bool
 }
 
 func (e *apiError) Error() string { return e.body.Code + ": " + e.body.Message }

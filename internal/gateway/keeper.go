@@ -79,13 +79,16 @@ type keeper struct {
 	chainErr error
 	seq      uint64 // version of the facts
 	written  uint64 // latest version durably written
-	failed   uint64 // latest version a write was tried for and failed
-	dirty    bool
-	deleted  bool
-	armed    bool
-	flush    clock.Timer
-	lastSeen time.Time // when the agent last called (or a call of it ended), its heartbeat
-	beatAt   time.Time // the heartbeat last written (without a Lease)
+	// writtenUsage is the usage as last written (or read on takeover): a
+	// refusal on the grant waits only while the counts differ from it.
+	writtenUsage v1alpha1.Usage
+	failed       uint64 // latest version a write was tried for and failed
+	dirty        bool
+	deleted      bool
+	armed        bool
+	flush        clock.Timer
+	lastSeen     time.Time // when the agent last called (or a call of it ended), its heartbeat
+	beatAt       time.Time // the heartbeat last written (without a Lease)
 	// live is the attempt's liveness fact as this keeper knows it, written
 	// with every write (see Liveness); open counts the attempt's requests
 	// under way and open watches; silence is the check of when the attempt
@@ -127,6 +130,7 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 		kick:          make(chan struct{}, 1),
 	}
 	k.facts.seed(obj.Status)
+	k.writtenUsage = obj.Status.Usage
 	restarted := false
 	// A side effect in flight when the previous gateway process ended has
 	// an outcome nobody knows: it is never dispatched again (unless its
@@ -387,7 +391,9 @@ func (k *keeper) writeOnce(ctx context.Context) error {
 		if err == nil {
 			k.applySpec(obj)
 			k.mu.Lock()
-			k.written = max(k.written, seq)
+			if seq > k.written {
+				k.written, k.writtenUsage = seq, obj.Status.Usage
+			}
 			k.beatAt = beat
 			k.lastErr = nil
 			k.broadcastLocked()

@@ -88,8 +88,11 @@ type modelTicket struct {
 // send (0: leave the request's own).
 func (k *keeper) admitModel(ctx context.Context, promptBound, requested int64, capTokens *int64) (*modelTicket, int64, *apiError) {
 	t, mt, target, e := k.admitModelLocked(promptBound, requested, capTokens)
-	if e != nil || target == 0 {
-		return t, mt, e
+	if e != nil {
+		return nil, 0, k.durableRefusal(ctx, e)
+	}
+	if target == 0 {
+		return t, mt, nil
 	}
 	// Durable admission: the count is on the API server before the request
 	// leaves. If it cannot be written, the request is not dispatched (and
