@@ -630,7 +630,7 @@ func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v
 		select {
 		case <-ch:
 		case <-poll.C():
-			k.refresh(ctx)
+			k.refreshLive(ctx)
 		case <-timeout:
 			if req.untilExpiry {
 				continue // the expiry check above answers

@@ -357,6 +357,31 @@ func TestAgentAPIApprovalPending(t *testing.T) {
 	g.Expect(call.WriteAhead).To(BeTrue())
 }
 
+// An approval reaches a waiting call even when the gateway's informer
+// missed it (in its relist back-off after an API server restart, the cache
+// stays stale for up to a minute): the wait re-reads the attempt live.
+func TestAnApprovalIsSeenThroughAStaleCache(t *testing.T) {
+	g := NewWithT(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{StaleCache: true,
+		Mutate: func(ra *v1alpha1.RunAttempt) { ra.Spec.Mode = v1alpha1.ModeEdit }})
+	body := `{"tool":"notes.write","arguments":{"text":"x"},"waitSeconds":30}`
+	fp, _ := gatewayapi.Fingerprint("notes.write", map[string]any{"text": "x"}, "")
+	id := gatewayapi.ActionID("notes.write", fp)
+	done := make(chan reply, 1)
+	go func() { done <- as(t, e, "POST", self("/toolcalls"), body) }()
+	g.Eventually(func() []string { return v1alpha1.ActionIDs(e.Status().AwaitingApproval) }, apiWait, apiPoll).Should(ConsistOf(id))
+
+	// The approval is written, and no informer event tells the gateway.
+	ra := e.Get()
+	ra.Spec.Approvals = append(ra.Spec.Approvals, v1alpha1.Approval{ActionID: id, Decision: v1alpha1.DecisionApprove})
+	ra.Generation++
+	g.Expect(e.Client.Update(t.Context(), ra)).To(Succeed())
+
+	var ok reply
+	g.Eventually(done, apiWait).Should(Receive(&ok), "the waiting call saw the approval although its cache did not")
+	g.Expect(ok.status).To(Equal(http.StatusOK), "%s", ok.body)
+}
+
 // The agent's view streams as server-sent events: the current view at once,
 // then every change.
 func TestAgentAPIWatch(t *testing.T) {

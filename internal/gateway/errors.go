@@ -20,6 +20,7 @@ import (
 	"encoding/json"
 	"net/http"
 
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -65,6 +66,24 @@ func errRunTerminated(msg string) *apiError {
 
 func errSuperseded(msg string) *apiError {
 	return newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeAttemptSuperseded, msg)
+}
+
+// errInterceptor answers a refusal of the policy's chain. A fail-closed
+// interceptor that failed before the call (not a veto) refused it for now:
+// nothing was dispatched and asking again may succeed once its authority is
+// back, so the answer is 503 interceptor_unavailable, which the SDKs and
+// the OpenAI clients retry. A veto, or a failure after the call ran, is a
+// refusal (403 interceptor_refused).
+func errInterceptor(ref *chain.Refusal) *apiError {
+	if !ref.Veto && !ref.Dispatched {
+		e := newError(http.StatusServiceUnavailable, gatewayapi.TypeServer, gatewayapi.CodeInterceptorUnavailable,
+			ref.Error()+"; nothing was dispatched, ask again")
+		e.fault = "InterceptorFailed"
+		return e
+	}
+	e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused, ref.Error())
+	e.fault = "InterceptorRefused"
+	return e
 }
 
 func errNotPersisted(msg string) *apiError {

@@ -529,6 +529,19 @@ func (k *keeper) refresh(ctx context.Context) {
 	}
 }
 
+// refreshLive re-reads the RunAttempt from the API server, for a wait whose
+// answer is a human's (an approval): after an API server restart the
+// informer may relist only after its back-off (up to a minute), and the
+// approval must not wait for it. A deletion is left to the informer: a
+// restarting API server answers 404 for a custom resource it is not yet
+// serving.
+func (k *keeper) refreshLive(ctx context.Context) {
+	fresh := &v1alpha1.RunAttempt{}
+	if err := k.g.opts.APIReader.Get(ctx, k.key, fresh); err == nil {
+		k.applySpec(fresh)
+	}
+}
+
 // stoppedLocked says why nothing more is served, or nil.
 func (k *keeper) stoppedLocked() *apiError {
 	spec := k.obj.Spec

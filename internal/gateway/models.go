@@ -373,8 +373,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 			k.log.Info("A Post interceptor failed after a model answer was sent", "model", m.Name, "error", ref.Error())
 			return
 		}
-		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused, ref.Error())
-		e.fault = "InterceptorRefused"
+		e := errInterceptor(ref)
 		k.refusal(e, "model/"+c.model)
 		writeError(w, e)
 		return

@@ -254,8 +254,7 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		return chain.Outcome{Result: text(res), IsError: res.IsError}
 	})
 	if ref != nil {
-		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused, ref.Error())
-		e.fault = "InterceptorRefused"
+		e := errInterceptor(ref)
 		k.refusal(e, "tool/"+name)
 		k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, "refused").Inc()
 		k.g.metrics.sessionToolCall(k)

@@ -366,18 +366,19 @@ func TestToolDoorRunsThePolicysChain(t *testing.T) {
 	g.Expect(e.Metric("agentrun_gateway_interceptor_calls_total", map[string]string{"interceptor": "audit", "outcome": "error"})).To(BeNumerically(">=", 1))
 	g.Expect(u.count("search")).To(Equal(1))
 
-	// auth fails closed: TokenReview down refuses every call, naming it.
+	// auth fails closed: TokenReview down dispatches no call, naming it;
+	// the answer says to ask again (interceptor_unavailable), not a veto.
 	reviewDown.Store(true)
 	for range 3 {
 		res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
 		g.Expect(err).NotTo(HaveOccurred())
 		g.Expect(res.IsError).To(BeTrue())
-		g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeInterceptorRefused), ContainSubstring("auth"),
-			ContainSubstring("unable to handle the request")))
+		g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeInterceptorUnavailable), ContainSubstring("auth"),
+			ContainSubstring("unable to handle the request"), ContainSubstring("ask again")))
 	}
 	g.Expect(u.count("search")).To(Equal(1), "nothing dispatched while auth fails")
 	g.Expect(e.Metric("agentrun_gateway_interceptor_denials_total", map[string]string{"interceptor": "auth"})).To(BeNumerically("==", 3))
-	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(HaveField("Kind", "InterceptorRefused")))
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(HaveField("Kind", "InterceptorFailed")))
 	g.Expect(e.Status().Usage.ToolCalls).To(Equal(int64(1)), "a refused call is not counted against the grant")
 }
 

@@ -28,6 +28,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/agentrun-dev/agentrun/pkg/textutil"
 
@@ -157,7 +158,11 @@ func (a *Agent) CallTool(ctx context.Context, name string, args any, opts ...Cal
 	if served {
 		// The gateway admits, dispatches and records the call.
 		return a.intercept(ctx, call, func(ctx context.Context) (string, error) {
-			res, err := a.callDoor(ctx, call, o.context)
+			var res string
+			err := a.askAgain(ctx, call, func() (err error) {
+				res, err = a.callDoor(ctx, call, o.context)
+				return err
+			})
 			if err == nil && registered && tool.Done != nil {
 				tool.Done(ctx, call, res)
 			}
@@ -207,7 +212,9 @@ func (a *Agent) admit(ctx context.Context, call *Call, canon []byte, callContext
 	req := gatewayapi.ToolCallRequest{Tool: call.Name, Arguments: canon, Context: callContext, WaitSeconds: 300}
 	for {
 		var out gatewayapi.ToolCall
-		err := a.call(ctx, http.MethodPost, "/self/toolcalls", req, &out)
+		err := a.askAgain(ctx, call, func() error {
+			return a.call(ctx, http.MethodPost, "/self/toolcalls", req, &out)
+		})
 		if err == nil {
 			return &out, nil
 		}
@@ -226,6 +233,39 @@ func (a *Agent) admit(ctx context.Context, call *Call, canon []byte, callContext
 			return nil, a.refused(reason, call, "", ge.Message)
 		}
 		return nil, err
+	}
+}
+
+// askAgainFor bounds how long a tool call is asked again while a
+// fail-closed interceptor of the gateway cannot check it
+// (interceptor_unavailable: its authority, the API server, is away).
+const askAgainFor = 2 * time.Minute
+
+// askAgain runs try, and runs it again with backoff while the gateway
+// answers interceptor_unavailable — the chain runs before the call is
+// admitted, so nothing was dispatched or counted and asking again cannot do
+// anything twice — for at most askAgainFor; the call is then refused
+// (ErrInterceptorDenied), as the policy's fail-closed posture says.
+// not_persisted is not asked again here: that admission was counted (the
+// count errs on the side of the grant), so the caller decides.
+func (a *Agent) askAgain(ctx context.Context, call *Call, try func() error) error {
+	wait, until := 200*time.Millisecond, a.clock.Now().Add(askAgainFor)
+	for {
+		err := try()
+		var ge *GatewayError
+		if err == nil || !errors.As(err, &ge) || ge.Code != gatewayapi.CodeInterceptorUnavailable {
+			return err
+		}
+		if ctx.Err() != nil || !a.clock.Now().Before(until) {
+			return a.refused(ErrInterceptorDenied, call, "", ge.Message)
+		}
+		a.log.Info("The gateway dispatched nothing for now; asking again", "tool", call.Name, "code", ge.Code, "message", ge.Message)
+		select {
+		case <-ctx.Done():
+			return a.refused(ErrInterceptorDenied, call, "", ge.Message)
+		case <-a.clock.After(wait):
+		}
+		wait = min(wait*2, 5*time.Second)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/pkg/agent"
@@ -536,4 +538,39 @@ func TestSettleThatLandedBeforeTheRunEnded(t *testing.T) {
 	e.g.Expect(r.err).NotTo(HaveOccurred())
 	e.g.Expect(r.s.Settlement).To(Equal(v1.SettlementNone))
 	e.g.Expect(r.s.BlocksPlanned).To(Equal(int32(1)))
+}
+
+// A fail-closed interceptor that cannot check a call for now (TokenReview
+// with the API server away) makes the gateway dispatch nothing and answer
+// interceptor_unavailable: the agent asks again, and the call runs once when
+// the check works again — an API server restart is not a refused call.
+func TestAToolCallIsAskedAgainWhileAnInterceptorIsUnavailable(t *testing.T) {
+	args := map[string]any{"section": "summary", "content": "..."}
+	var reviews atomic.Int32
+	reg := chain.Builtins(chain.BuiltinOptions{
+		Authenticator: chain.AuthenticatorFunc(func(context.Context, string) (string, error) {
+			if reviews.Add(1) <= 3 {
+				return "", errors.New("TokenReview: dial tcp 127.0.0.1:6443: connect: connection refused")
+			}
+			return "system:serviceaccount:team:agentrun-runner/survey-1", nil
+		}),
+	})
+	e := newEnvWith(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1.RunAttempt) {
+		preApproved(actionID(t, "report.publish", args, ""))(ra)
+		ra.Spec.Policy.ResolvedChain = []v1.ResolvedInterceptor{{Name: "auth", Class: v1.ClassSecurity,
+			Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: true}}
+	}})
+	var ran sync.Map
+	a := e.newAgent(func(a *agent.Agent) {
+		e.tools(a, &ran)
+		// The agent's own link of the chain passes; the gateway's auth is the one that fails.
+		e.g.Expect(a.Register("auth", agent.Interceptor{Pre: func(context.Context, *agent.Call) error { return nil }})).To(Succeed())
+	})
+	ctx := e.start(a)
+	res, err := a.CallTool(ctx, "report.publish", args)
+	e.g.Expect(err).NotTo(HaveOccurred())
+	e.g.Expect(res).To(HavePrefix(`published section "summary"`))
+	e.g.Expect(reviews.Load()).To(BeNumerically(">=", 4), "asked again until the check worked")
+	e.g.Eventually(func() int64 { return e.Status().Usage.ToolCalls }, wait, poll).Should(Equal(int64(1)), "dispatched and counted once")
+	e.g.Expect(e.Status().Faults).To(ContainElement(And(HaveField("Kind", "InterceptorFailed"), HaveField("Count", BeEquivalentTo(3)))))
 }

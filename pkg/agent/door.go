@@ -140,9 +140,11 @@ func (a *Agent) callDoor(ctx context.Context, call *Call, callContext string) (s
 		return "", a.refused(reason, call, "", msg)
 	}
 	switch code {
-	case gatewayapi.CodeNotPersisted:
+	case gatewayapi.CodeNotPersisted, gatewayapi.CodeInterceptorUnavailable:
 		// Nothing was dispatched: the gateway could not make the call's
-		// record durable (the API server is unreachable).
+		// record durable, or a fail-closed interceptor could not check it
+		// (the API server is unreachable). CallTool asks again on the
+		// latter (askAgain).
 		return "", &GatewayError{Status: http.StatusServiceUnavailable, Code: code, Message: msg}
 	case gatewayapi.CodeOutcomeUnknown:
 		return "", Failure("OutcomeUnknown", false, fmt.Errorf("%s: %s", call.Name, msg))

@@ -144,8 +144,13 @@ const (
 	// call was not dispatched.
 	CodeToolServerUnavailable = "tool_server_unavailable"
 	// CodeInterceptorRefused: an interceptor of the policy's chain refused
-	// the call (a fail-closed interceptor failed, or one vetoed it).
+	// the call (one vetoed it, or a fail-closed one failed after the call
+	// ran and its result is withheld).
 	CodeInterceptorRefused = "interceptor_refused"
+	// CodeInterceptorUnavailable: a fail-closed interceptor failed before
+	// the call (its authority unreachable: TokenReview with the API server
+	// away), so nothing was dispatched; ask again (HTTP 503).
+	CodeInterceptorUnavailable = "interceptor_unavailable"
 	// CodeSecurityDegraded: a write refused because a Security interceptor
 	// of the policy fails and its onSecurityDegraded posture is DenyWrites;
 	// the message names the interceptor and its error rate. Retry later.

@@ -120,6 +120,10 @@ type Options struct {
 	// heartbeatTime). Each start (Restart) is a new process, with a new
 	// holder identity unless Identity is set.
 	Liveness gateway.Liveness
+	// StaleCache makes the gateway's cache (Client) answer every read of
+	// the RunAttempt with what it first read, as an informer in its relist
+	// back-off after an API server restart does; APIReader stays live.
+	StaleCache bool
 }
 
 // Attempt is the test RunAttempt: Running, a grant of 10 model requests and
@@ -241,7 +245,23 @@ func (e *Env) startGateway(flush time.Duration) {
 		}
 		return nil
 	}
+	var frozen atomic.Pointer[v1alpha1.RunAttempt]
 	c := interceptor.NewClient(e.Client, interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			ra, ok := obj.(*v1alpha1.RunAttempt)
+			if !e.opts.StaleCache || !ok {
+				return c.Get(ctx, key, obj, opts...)
+			}
+			if f := frozen.Load(); f != nil {
+				f.DeepCopyInto(ra)
+				return nil
+			}
+			if err := c.Get(ctx, key, obj, opts...); err != nil {
+				return err
+			}
+			frozen.Store(ra.DeepCopy())
+			return nil
+		},
 		Create: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.CreateOption) error {
 			if err := refuse(); err != nil {
 				return err
@@ -277,6 +297,7 @@ func (e *Env) startGateway(flush time.Duration) {
 	e.Registry = prometheus.NewRegistry()
 	g, err := gateway.New(gateway.Options{
 		Client:        c,
+		APIReader:     e.Client,
 		Authenticator: tokens(),
 		FlushInterval: flush,
 		PollInterval:  20 * time.Millisecond,
