@@ -430,6 +430,7 @@ func startGateway(ctx context.Context, o *options, pl *plane, dir string) (*gate
 		"--kubeconfig="+pl.gatewayKubeconfig,
 		fmt.Sprintf("--listen=127.0.0.1:%d", ports[0]),
 		fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[1]),
+		"--metrics-secure=false", // loopback, as the local stack runs it
 		fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[2]),
 		"--audit-log="+filepath.Join(dir, "gateway-audit.jsonl"),
 		// Its own namespace, as config/default deploys it: the operator
