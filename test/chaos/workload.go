@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -386,15 +387,22 @@ func (w *World) Created() ([]string, map[string]Kind) {
 	return append([]string(nil), w.created...), kinds
 }
 
-// Act answers the runs that wait for an approval: approval runs get it,
-// cancel runs are cancelled instead. Each answer is retried until it lands
-// (the webhooks may be down) or the run ends.
+// Act answers the runs that wait for an approval, as their owner would:
+// an approval run gets each action it asks for approved (the one its script
+// publishes, and a finalization's publish after a fault lost that one),
+// a cancel run is cancelled at its first. Each answer is retried until it
+// lands (the webhooks may be down) or the run ends.
 func (w *World) Act(ctx context.Context) {
 	for run, actionID := range w.Checker.Awaiting() {
 		w.mu.Lock()
-		kind, done := w.kinds[run], w.acted[run]
+		kind := w.kinds[run]
+		key := run + "/" + actionID
+		if kind == KindCancel {
+			key = run
+		}
+		done := w.acted[key]
 		if !done {
-			w.acted[run] = true
+			w.acted[key] = true
 		}
 		w.mu.Unlock()
 		if done || (kind != KindApproval && kind != KindCancel) {
@@ -406,17 +414,24 @@ func (w *World) Act(ctx context.Context) {
 
 func (w *World) answer(ctx context.Context, run string, kind Kind, actionID string) {
 	obj := &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.NS, Name: run}}
-	var patch []byte
-	if kind == KindCancel {
-		patch = fmt.Appendf(nil, `{"spec":{"stop":%q}}`, v1alpha1.StopCancel)
-	} else {
-		patch = fmt.Appendf(nil, `{"spec":{"approvals":[{"actionID":%q,"decision":"Approve"}]}}`, actionID)
-	}
 	err := retry(ctx, func() error {
 		if w.Checker.Terminated(run) {
 			return nil
 		}
-		return w.env.St.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		if kind == KindCancel {
+			patch := fmt.Appendf(nil, `{"spec":{"stop":%q}}`, v1alpha1.StopCancel)
+			return w.env.St.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, patch))
+		}
+		// Approvals are appended (an earlier one stays): read, add, update.
+		cur := &v1alpha1.ResearchRun{}
+		if err := w.env.St.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
+			return err
+		}
+		if slices.ContainsFunc(cur.Spec.Approvals, func(a v1alpha1.Approval) bool { return a.ActionID == actionID }) {
+			return nil
+		}
+		cur.Spec.Approvals = append(cur.Spec.Approvals, v1alpha1.Approval{ActionID: actionID, Decision: v1alpha1.DecisionApprove})
+		return w.env.St.Client.Update(ctx, cur)
 	})
 	if err != nil && ctx.Err() == nil {
 		w.env.logf("answering %s (%s): %v", run, kind, err)
