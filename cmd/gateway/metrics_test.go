@@ -33,6 +33,7 @@ import (
 	"testing"
 	"time"
 
+	. "github.com/onsi/gomega"
 	"k8s.io/client-go/rest"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
@@ -49,38 +50,25 @@ func TestMetricsServedOverVerifiedTLS(t *testing.T) {
 	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
 		RootCAs: pool, ServerName: "agentrun-gateway-metrics.agentrun-system.svc", NextProtos: []string{"h2", "http/1.1"},
 	}}}
+	g := NewWithT(t)
 	var resp *http.Response
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err = client.Get("https://" + addr + "/metrics"); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("an HTTPS scrape that verifies the certificate of --metrics-cert-path: %v", err)
-	}
+	g.Eventually(func() (err error) {
+		resp, err = client.Get("https://" + addr + "/metrics")
+		return err
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed(), "an HTTPS scrape that verifies the certificate of --metrics-cert-path")
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a scrape without a token got %s, want 401 Unauthorized", resp.Status)
-	}
-	if resp.TLS == nil || resp.TLS.NegotiatedProtocol == "h2" {
-		t.Errorf("negotiated %q, want HTTP/1.1 (no HTTP/2, as the operator's)", resp.TLS.NegotiatedProtocol)
-	}
+	g.Expect(resp.StatusCode).To(Equal(http.StatusUnauthorized), "a scrape without a token")
+	g.Expect(resp.TLS).NotTo(BeNil())
+	g.Expect(resp.TLS.NegotiatedProtocol).NotTo(Equal("h2"), "HTTP/1.1 only (no HTTP/2, as the operator's)")
 
 	plain := freeAddr(t)
 	startMetrics(t, metricsOptions(plain, false, "", "tls.crt", "tls.key"))
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		if resp, err = http.Get("http://" + plain + "/metrics"); err == nil {
-			break
-		}
-	}
-	if err != nil {
-		t.Fatalf("--metrics-secure=false: %v", err)
-	}
+	g.Eventually(func() (err error) {
+		resp, err = http.Get("http://" + plain + "/metrics")
+		return err
+	}, 10*time.Second, 50*time.Millisecond).Should(Succeed(), "--metrics-secure=false serves plain HTTP")
 	_ = resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		t.Errorf("--metrics-secure=false: %s, want 200", resp.Status)
-	}
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "--metrics-secure=false")
 }
 
 func startMetrics(t *testing.T, opts metricsserver.Options) {

@@ -18,6 +18,7 @@ package gateway
 
 import (
 	"encoding/json"
+	"errors"
 	"net/http"
 
 	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
@@ -69,13 +70,15 @@ func errSuperseded(msg string) *apiError {
 }
 
 // errInterceptor answers a refusal of the policy's chain. A fail-closed
-// interceptor that failed before the call (not a veto) refused it for now:
-// nothing was dispatched and asking again may succeed once its authority is
-// back, so the answer is 503 interceptor_unavailable, which the SDKs and
-// the OpenAI clients retry. A veto, or a failure after the call ran, is a
+// interceptor that failed before the call because what it checks with is
+// unreachable for now (chain.ErrUnavailable: auth's TokenReview while the
+// API server is away) refused it for now: nothing was dispatched and asking
+// again may succeed, so the answer is 503 interceptor_unavailable, which
+// the Go SDK asks again (and the OpenAI clients retry, for a model
+// request). A veto, any other failure, or one after the call ran is a
 // refusal (403 interceptor_refused).
 func errInterceptor(ref *chain.Refusal) *apiError {
-	if !ref.Veto && !ref.Dispatched {
+	if !ref.Veto && !ref.Dispatched && errors.Is(ref.Err, chain.ErrUnavailable) {
 		e := newError(http.StatusServiceUnavailable, gatewayapi.TypeServer, gatewayapi.CodeInterceptorUnavailable,
 			ref.Error()+"; nothing was dispatched, ask again")
 		e.fault = "InterceptorFailed"

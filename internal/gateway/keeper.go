@@ -79,6 +79,9 @@ type keeper struct {
 	chainErr error
 	seq      uint64 // version of the facts
 	written  uint64 // latest version durably written
+	// liveReadAt is when the attempt was last read live for a waiting
+	// approval (refreshLive), at most once per liveReadPolls polls.
+	liveReadAt time.Time
 	// writtenUsage is the usage as last written (or read on takeover): a
 	// refusal on the grant waits only while the counts differ from it.
 	writtenUsage v1alpha1.Usage
@@ -529,6 +532,12 @@ func (k *keeper) refresh(ctx context.Context) {
 	}
 }
 
+// liveReadPolls spaces an attempt's live reads for its waiting approvals:
+// however many calls wait, one GET per attempt per liveReadPolls poll
+// intervals (10 s by default; between them the cache is read), so waits do
+// not crowd the gateway's client limiter that its urgent writes share.
+const liveReadPolls = 5
+
 // refreshLive re-reads the RunAttempt from the API server, for a wait whose
 // answer is a human's (an approval): after an API server restart the
 // informer may relist only after its back-off (up to a minute), and the
@@ -536,6 +545,17 @@ func (k *keeper) refresh(ctx context.Context) {
 // restarting API server answers 404 for a custom resource it is not yet
 // serving.
 func (k *keeper) refreshLive(ctx context.Context) {
+	now := k.g.clock.Now()
+	k.mu.Lock()
+	due := now.Sub(k.liveReadAt) >= liveReadPolls*k.g.opts.PollInterval
+	if due {
+		k.liveReadAt = now
+	}
+	k.mu.Unlock()
+	if !due {
+		k.refresh(ctx)
+		return
+	}
 	fresh := &v1alpha1.RunAttempt{}
 	if err := k.g.opts.APIReader.Get(ctx, k.key, fresh); err == nil {
 		k.applySpec(fresh)

@@ -20,6 +20,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -472,3 +473,38 @@ func TestModelRequestsPassTheChain(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// Only a fail-closed interceptor whose authority is unreachable for now
+// (chain.ErrUnavailable) says to ask again; one that fails the same way on
+// every try — a plain error, a panic — refuses the call for good.
+func TestOnlyAnUnreachableAuthorityAsksAgain(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		pre  func() error
+		code string
+	}{
+		{"unavailable", func() error { return fmt.Errorf("%w: quota service: connection refused", chain.ErrUnavailable) },
+			gatewayapi.CodeInterceptorUnavailable},
+		{"error", func() error { return errors.New("cannot parse the arguments") }, gatewayapi.CodeInterceptorRefused},
+		{"panic", func() error { panic("bug") }, gatewayapi.CodeInterceptorRefused},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			u := startToolUpstream(t)
+			reg := chain.Registry{"check": chain.Impl{Pre: func(context.Context, *chain.Call) error { return c.pre() }}}
+			e := gatewaytest.Start(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1alpha1.RunAttempt) {
+				p := &ra.Spec.Policy
+				p.ResolvedChain = []v1alpha1.ResolvedInterceptor{{Name: "check", Class: v1alpha1.ClassResource,
+					Phase: v1alpha1.InterceptorPre, Priority: 10, OnError: v1alpha1.PostureDeny}}
+				p.ToolServers = []v1alpha1.ToolServer{{Name: "tools", URL: u.srv.URL + toolserver.PathMCP}}
+				p.Tools = append(p.Tools, v1alpha1.Tool{Name: "search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tools"})
+			}})
+			cs := connectDoor(t, e, gatewaytest.Token)
+			res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(res.IsError).To(BeTrue())
+			g.Expect(resultText(res)).To(ContainSubstring(c.code))
+			g.Expect(u.count("search")).To(BeZero())
+		})
+	}
+}

@@ -212,9 +212,7 @@ func (a *Agent) admit(ctx context.Context, call *Call, canon []byte, callContext
 	req := gatewayapi.ToolCallRequest{Tool: call.Name, Arguments: canon, Context: callContext, WaitSeconds: 300}
 	for {
 		var out gatewayapi.ToolCall
-		err := a.askAgain(ctx, call, func() error {
-			return a.call(ctx, http.MethodPost, "/self/toolcalls", req, &out)
-		})
+		err := a.call(ctx, http.MethodPost, "/self/toolcalls", req, &out)
 		if err == nil {
 			return &out, nil
 		}
@@ -256,13 +254,16 @@ func (a *Agent) askAgain(ctx context.Context, call *Call, try func() error) erro
 		if err == nil || !errors.As(err, &ge) || ge.Code != gatewayapi.CodeInterceptorUnavailable {
 			return err
 		}
-		if ctx.Err() != nil || !a.clock.Now().Before(until) {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		if !a.clock.Now().Before(until) {
 			return a.refused(ErrInterceptorDenied, call, "", ge.Message)
 		}
 		a.log.Info("The gateway dispatched nothing for now; asking again", "tool", call.Name, "code", ge.Code, "message", ge.Message)
 		select {
 		case <-ctx.Done():
-			return a.refused(ErrInterceptorDenied, call, "", ge.Message)
+			return context.Cause(ctx)
 		case <-a.clock.After(wait):
 		}
 		wait = min(wait*2, 5*time.Second)

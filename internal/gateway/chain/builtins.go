@@ -60,6 +60,14 @@ func (f AuthenticatorFunc) Authenticate(ctx context.Context, token string) (stri
 // is missing, invalid, expired or of another audience.
 var ErrTokenRejected = errors.New("token rejected")
 
+// ErrUnavailable is wrapped by an interceptor's error when what it checks
+// with cannot be reached for now (auth's TokenReview while the API server
+// is away): asking again may succeed. The gateway answers such a fail-closed
+// refusal interceptor_unavailable (503, ask again); any other failure —
+// a panic, a missing authenticator, a redaction that cannot parse the
+// arguments — fails the same way on every try and is interceptor_refused.
+var ErrUnavailable = errors.New("unavailable for now")
+
 // BuiltinOptions configure the built-in interceptors.
 type BuiltinOptions struct {
 	// Authenticator re-checks tokens for auth (the gateway passes its cached
@@ -122,7 +130,8 @@ func authImpl(a Authenticator) Impl {
 		case errors.Is(err, ErrTokenRejected):
 			return Veto("the caller's token is not accepted: " + err.Error())
 		case err != nil:
-			return err
+			// Not a verdict on the token: the authenticator could not answer.
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		case id == "":
 			return errors.New("the authenticator returned no identity")
 		}

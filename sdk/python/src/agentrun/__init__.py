@@ -7,6 +7,7 @@ from .errors import (
     FinalizeOnly,
     GatewayError,
     GrantExhausted,
+    InterceptorUnavailable,
     InvalidRequest,
     NotFound,
     NotPersisted,
@@ -20,4 +21,5 @@ __all__ = [
     "Client", "Attempt", "Grant", "Usage", "Report", "ReportSection", "Settlement", "ToolCall", "ToolError",
     "GatewayError", "InvalidRequest", "Unauthenticated", "GrantExhausted", "FinalizeOnly", "Stopped",
     "ApprovalPending", "PermissionDenied", "NotFound", "NotPersisted",
+    "InterceptorUnavailable",
 ]

@@ -63,6 +63,11 @@ class NotPersisted(GatewayError):
     """503 not_persisted: a fact that must be durable was not written; try again."""
 
 
+class InterceptorUnavailable(GatewayError):
+    """503 interceptor_unavailable: a fail-closed interceptor could not check the call for now
+    (its authority unreachable); nothing was dispatched or counted; try again."""
+
+
 _BY_CODE: dict[str, type[GatewayError]] = {
     t.CODE_INVALID_REQUEST: InvalidRequest,
     t.CODE_INVALID_TOKEN: Unauthenticated,
@@ -79,6 +84,7 @@ _BY_CODE: dict[str, type[GatewayError]] = {
     t.CODE_MODEL_NOT_FOUND: NotFound,
     t.CODE_NOT_FOUND: NotFound,
     t.CODE_NOT_PERSISTED: NotPersisted,
+    t.CODE_INTERCEPTOR_UNAVAILABLE: InterceptorUnavailable,
 }
 
 

@@ -34,6 +34,7 @@ CODE_UNKNOWN_TOOL = "unknown_tool"
 CODE_NOT_FOUND = "not_found"
 CODE_UPSTREAM_UNAVAILABLE = "upstream_unavailable"
 CODE_NOT_PERSISTED = "not_persisted"
+CODE_INTERCEPTOR_UNAVAILABLE = "interceptor_unavailable"
 
 # Fault scopes.
 SCOPE_TOOL = "Tool"
