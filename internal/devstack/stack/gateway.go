@@ -105,7 +105,7 @@ func (s *Stack) startGateway(ctx context.Context) error {
 	s.Gateway = &Operator{
 		Binary:     s.opts.GatewayBinary,
 		Args:       args,
-		Env:        []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig},
+		Env:        append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}, otelEnv(os.Environ())...),
 		LogPath:    filepath.Join(s.LogDir, "gateway.log"),
 		HealthAddr: fmt.Sprintf("127.0.0.1:%d", healthPort),
 	}

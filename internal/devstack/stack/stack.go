@@ -592,7 +592,7 @@ func (s *Stack) startOperator(ctx context.Context) error {
 		}
 	}
 	args = append(args, s.opts.OperatorArgs...)
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}
+	env := append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "KUBECONFIG=" + kubeconfig}, otelEnv(os.Environ())...)
 	s.Operator = &Operator{
 		Binary:     s.opts.OperatorBinary,
 		Args:       args,
