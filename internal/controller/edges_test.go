@@ -411,3 +411,76 @@ func TestFinalizeOnlyAttemptWaitsForTheFailedPod(t *testing.T) {
 		t.Errorf("once the failed pod is gone: events (-want +got):\n%s", diff)
 	}
 }
+
+// TestAStoppedAttemptIsReadLive: a cache stalled in its relist back-off
+// (after an API server restart) still shows attempt 1 without the
+// write-ahead record the gateway wrote before dispatching a non-idempotent
+// call. When the pod fails, the decision reads the attempt live: the run
+// ends UnsafeToRecover instead of starting attempt 2, which would replay the
+// call whose outcome is unknown (chaos suite, apiserver-restart: a ticket
+// created twice).
+func TestAStoppedAttemptIsReadLive(t *testing.T) {
+	ctx := context.Background()
+	e := newEdge(t, interceptor.Funcs{})
+	e.reconcile()
+	e.reconcile()
+	key := func(n int32) types.NamespacedName {
+		return types.NamespacedName{Namespace: edgeNS, Name: runpod.Name("r", n)}
+	}
+	// The cache: the attempt as it was before the gateway's write.
+	frozen := &v1alpha1.RunAttempt{}
+	if err := e.client.Get(ctx, key(1), frozen); err != nil {
+		t.Fatal(err)
+	}
+	e.runs.Client = interceptor.NewClient(e.client.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if ra, ok := obj.(*v1alpha1.RunAttempt); ok && k == key(1) {
+				frozen.DeepCopyInto(ra)
+				return nil
+			}
+			return c.Get(ctx, k, obj, opts...)
+		},
+		List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+			if err := c.List(ctx, list, opts...); err != nil {
+				return err
+			}
+			if l, ok := list.(*v1alpha1.RunAttemptList); ok {
+				for i := range l.Items {
+					if l.Items[i].Name == key(1).Name {
+						l.Items[i] = *frozen.DeepCopy()
+					}
+				}
+			}
+			return nil
+		},
+	})
+	// The gateway's write-ahead record, on the API server only.
+	ra := frozen.DeepCopy()
+	ra.Status.InFlight = []v1alpha1.InFlightEffect{{ID: "call-1", Tool: "ticket.create", Effect: v1alpha1.EffectExternal,
+		StartedAt: &metav1.Time{Time: e.clock.Now()}}}
+	if err := e.client.Status().Update(ctx, ra); err != nil {
+		t.Fatal(err)
+	}
+	// The pod fails.
+	pod := &corev1.Pod{}
+	if err := e.client.Get(ctx, key(1), pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodFailed
+	pod.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "agent", State: corev1.ContainerState{
+		Terminated: &corev1.ContainerStateTerminated{ExitCode: 137, Reason: "Error", FinishedAt: metav1.NewTime(e.clock.Now())}}}}
+	if err := e.client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	e.clock.Step(time.Minute) // past the fact grace: the decision is due
+	e.reconcile()
+	e.reconcile()
+	run := e.run()
+	if run.Status.Phase != v1alpha1.PhaseTerminated || run.Status.Reason != v1alpha1.ReasonUnsafeToRecover {
+		t.Fatalf("after the pod failed: %s/%s attempt %d (%s), want Terminated/UnsafeToRecover",
+			run.Status.Phase, run.Status.Reason, run.Status.Attempt, run.Status.Message)
+	}
+	if err := e.client.Get(ctx, key(2), &v1alpha1.RunAttempt{}); !apierrors.IsNotFound(err) {
+		t.Errorf("attempt 2 exists (it would replay the call): %v", err)
+	}
+}

@@ -257,6 +257,9 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 			return nil, err
 		}
 		g.pod, g.podObj = obs, pod
+		if err := r.confirmStoppedAttempt(ctx, run, g); err != nil {
+			return nil, err
+		}
 	}
 
 	q, admitting, err := r.queueView(ctx, run, g.session, g.policy)
@@ -291,6 +294,38 @@ func (r *ResearchRunReconciler) gatherAttempts(ctx context.Context, run *v1alpha
 		g.current = max(g.current, ra.Spec.Attempt)
 	}
 	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
+	return nil
+}
+
+// confirmStoppedAttempt reads the current attempt live once its pod has
+// stopped, while the run is still deciding: what the decision then reads of
+// it — an in-flight side effect whose outcome is unknown, the publication's
+// settlement, the counts — decides whether the run is recovered (a new
+// attempt replays the agent's work) and how it ends, and a cache stalled in
+// its relist back-off after an API server restart can lag the gateway's
+// writes by a minute, longer than the fact grace. One GET per pass, only for
+// an active run whose pod has stopped; the cache serves every other pass.
+func (r *ResearchRunReconciler) confirmStoppedAttempt(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered) error {
+	cached := g.attempts[g.current]
+	if cached == nil || !g.pod.Stopped() || !run.Status.Phase.IsActive() {
+		return nil
+	}
+	live := &v1alpha1.RunAttempt{}
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(cached), live); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil // the cache's view stands; a deletion reaches it as an event
+		}
+		return fmt.Errorf("reading RunAttempt %s live: %w", klog.KObj(cached), err)
+	}
+	if live.ResourceVersion == cached.ResourceVersion || !metav1.IsControlledBy(live, run) {
+		return nil
+	}
+	g.attempts[g.current] = live
+	for i := range g.facts {
+		if g.facts[i].Attempt == live.Spec.Attempt {
+			g.facts[i].Grant, g.facts[i].Status, g.facts[i].FactsWritten = live.Spec.Grant, live.Status, statusWritten(live)
+		}
+	}
 	return nil
 }
 
