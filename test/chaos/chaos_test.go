@@ -126,6 +126,7 @@ func TestChaos(t *testing.T) {
 				}
 				rep.Baseline, rep.BaselineRuns, rep.BaselineDisagree = base, baseRuns, disagree
 				rep.Machine, rep.Commit = machine(), commit(root)
+				res.Commit = rep.Commit
 				rep.Results[sc.Name+"/"+mode] = res
 				if err := rep.Save(jsonPath, mdPath); err != nil {
 					t.Fatal(err)

@@ -136,7 +136,7 @@ func (r *Report) Markdown(analysis string) string {
 	w("AGENTRUN_CHAOS=short go test ./test/chaos/ -v     # the short version make test runs (writes nothing)\n")
 	w("```\n\n")
 	if r.Commit != "" {
-		w("Built from commit %s. ", r.Commit)
+		w("Latest run built from commit %s; each row names its own. ", r.Commit)
 	}
 	w("Machine: %s. The machine was shared with other work while these ran, so wall times and convergence "+
 		"times are upper bounds.\n\n", r.Machine)
@@ -144,17 +144,17 @@ func (r *Report) Markdown(analysis string) string {
 	w("## The figures\n\n")
 	w("| scenario | mode | runs | faults | end = baseline | of the rest: same end, counts lost | extra attempts | pods of one run at once | " +
 		"double-counted units | tool calls dispatched twice | session overlaps | facts lost | " +
-		"model requests served / counted | converged after last fault | wall |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		"model requests served / counted | converged after last fault | wall | commit |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, res := range r.ordered() {
 		converged := fmt.Sprintf("%.1f s", res.ConvergeSecs)
 		if n := len(res.NotEnded); n > 0 {
 			converged = fmt.Sprintf("%d runs never ended (the rest: %.1f s)", n, res.ConvergeSecs)
 		}
-		w("| %s | %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d / %d | %s | %.0f s |\n",
+		w("| %s | %s | %d | %s | %s | %d | %d | %d | %d | %d | %d | %d | %d / %d | %s | %.0f s | %s |\n",
 			res.Name, res.Mode, res.Runs, faultsCell(res), pct(res.Matching, res.Runs), res.CountsLost, res.ExtraAttempts,
 			len(res.Breaks.PodOverlaps), res.DoubleCounted, res.ToolDispatchedTwice, len(res.Breaks.SessionOverlaps),
-			len(res.Breaks.FactsLost), res.ModelDispatched, res.ModelCounted, converged, res.WallSecs)
+			len(res.Breaks.FactsLost), res.ModelDispatched, res.ModelCounted, converged, res.WallSecs, res.Commit)
 	}
 	w("\nTargets: end = baseline 100%%; every other count 0. *Model requests served / counted*: what the " +
 		"scripted upstream answered against the sum of the runs' used model requests — counted above served " +

@@ -106,12 +106,15 @@ type Result struct {
 	Mode     string    `json:"mode"`
 	Started  time.Time `json:"started"`
 	WallSecs float64   `json:"wallSeconds"`
-	Faults   int       `json:"faults"`
-	FaultLog []string  `json:"faultLog,omitempty"`
-	Runs     int       `json:"runs"`
-	Matching int       `json:"matchingBaseline"`
-	Mismatch []string  `json:"mismatches,omitempty"`
-	NotEnded []string  `json:"notTerminated,omitempty"`
+	// Commit is the commit this scenario's binaries were built from (rows
+	// of one report may come from runs at different commits).
+	Commit   string   `json:"commit,omitempty"`
+	Faults   int      `json:"faults"`
+	FaultLog []string `json:"faultLog,omitempty"`
+	Runs     int      `json:"runs"`
+	Matching int      `json:"matchingBaseline"`
+	Mismatch []string `json:"mismatches,omitempty"`
+	NotEnded []string `json:"notTerminated,omitempty"`
 	// CountsLost counts the mismatches that ended as the baseline (reason,
 	// settlement, attempts) with lower usage counts: counts lost, none added.
 	CountsLost int `json:"sameEndCountsLost"`
