@@ -212,6 +212,11 @@ func (a *Agent) Tools() []Tool {
 // on each request.
 const maxNotAnAttempt = 4
 
+// maxCutOff bounds how often Start reads its attempt again after the
+// gateway closed the connection mid-request (a gateway restart; with the
+// backoff, about a minute in all).
+const maxCutOff = 15
+
 // Start reads the attempt's view from the gateway, checks that every
 // interceptor of the policy's resolved chain is registered (else it reports
 // an escalated fault and refuses to start), and starts following the view
@@ -235,6 +240,17 @@ func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 	for try := 1; ; try++ {
 		err = a.call(ctx, http.MethodGet, "/self", nil, &view)
 		var ge *GatewayError
+		if err != nil && !errors.As(err, &ge) && ctx.Err() == nil && cutOff(err) && try < maxCutOff {
+			// The gateway went away mid-request (a restart): a read, so
+			// asking again counts nothing.
+			a.log.Info("The gateway closed the connection; asking again", "error", err.Error())
+			select {
+			case <-ctx.Done():
+			case <-a.clock.After(wait):
+			}
+			wait = min(wait*2, 5*time.Second)
+			continue
+		}
 		if err == nil || !errors.As(err, &ge) || ctx.Err() != nil {
 			break
 		}

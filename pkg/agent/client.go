@@ -103,6 +103,12 @@ func unreached(err error) bool {
 	return errors.Is(err, syscall.ECONNREFUSED) || (errors.As(err, &op) && op.Op == "dial")
 }
 
+// cutOff reports whether err means the gateway went away mid-request: the
+// connection closed or reset before an answer (a gateway restart).
+func cutOff(err error) bool {
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)
+}
+
 // call makes one agent API request, repeating it while the gateway cannot be
 // reached at all (a restarting gateway), until ctx ends.
 func (a *Agent) call(ctx context.Context, method, path string, in, out any) error {

@@ -58,3 +58,33 @@ func TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer(t *testing.T) {
 	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied))
 	g.Expect(calls.Load()).To(BeEquivalentTo(3), "two not_persisted answers asked again, the refusal ended Start")
 }
+
+// TestStartAsksAgainWhenTheGatewayClosesTheConnection: a gateway killed
+// mid-request (its restart) closes the connection without an answer; the
+// first read of the attempt is asked again instead of ending the agent,
+// which would cost the run an attempt.
+func TestStartAsksAgainWhenTheGatewayClosesTheConnection(t *testing.T) {
+	g := NewWithT(t)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if calls.Add(1) <= 2 {
+			conn, _, err := w.(http.Hijacker).Hijack()
+			if err == nil {
+				_ = conn.Close() // no answer: EOF at the client
+			}
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_ = json.NewEncoder(w).Encode(gatewayapi.ErrorBody{Error: gatewayapi.Error{Type: "permission", Code: gatewayapi.CodePermissionDenied, Message: "test"}})
+	}))
+	defer srv.Close()
+
+	a, err := agent.New(agent.Config{GatewayURL: srv.URL, Token: "t"})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = a.Start(context.Background())
+	var ge *agent.GatewayError
+	g.Expect(errors.As(err, &ge)).To(BeTrue(), "%v", err)
+	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied))
+	g.Expect(calls.Load()).To(BeEquivalentTo(3), "two cut-off reads asked again, the answer ended Start")
+}
