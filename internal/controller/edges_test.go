@@ -549,3 +549,4 @@ func TestAStaleLeaseIsReadLiveBeforeATimeout(t *testing.T) {
 		t.Fatalf("with the Lease 2m old: %s (%s), want Recovering on no heartbeat", run.Status.Phase, run.Status.Message)
 	}
 }
+

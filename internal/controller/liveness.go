@@ -62,12 +62,7 @@ func (r *ResearchRunReconciler) gatherLiveness(ctx context.Context, run *v1alpha
 		live := &v1alpha1.RunAttempt{}
 		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ra), live); err == nil && live.ResourceVersion != ra.ResourceVersion {
 			ra = live
-			g.attempts[g.current] = live
-			for i := range g.facts {
-				if g.facts[i].Attempt == g.current {
-					g.facts[i].Status, g.facts[i].FactsWritten = live.Status, statusWritten(live)
-				}
-			}
+			g.useLive(live)
 		}
 		if fact, err = r.readLease(ctx, r.APIReader, key); err != nil {
 			return fmt.Errorf("reading the gateway Lease %s of RunAttempt %s/%s live: %w", key, ra.Namespace, ra.Name, err)

@@ -320,13 +320,20 @@ func (r *ResearchRunReconciler) confirmStoppedAttempt(ctx context.Context, run *
 	if live.ResourceVersion == cached.ResourceVersion || !metav1.IsControlledBy(live, run) {
 		return nil
 	}
-	g.attempts[g.current] = live
+	g.useLive(live)
+	return nil
+}
+
+// useLive replaces an attempt read from the cache with its live read,
+// whole: its grant with its facts, never a fresh status judged against a
+// stale grant (that mix reads as usage over the grant, a PolicyViolation).
+func (g *gathered) useLive(live *v1alpha1.RunAttempt) {
+	g.attempts[live.Spec.Attempt] = live
 	for i := range g.facts {
 		if g.facts[i].Attempt == live.Spec.Attempt {
 			g.facts[i].Grant, g.facts[i].Status, g.facts[i].FactsWritten = live.Spec.Grant, live.Status, statusWritten(live)
 		}
 	}
-	return nil
 }
 
 // settleAccounts folds facts written after a run ended into its ledger (the
