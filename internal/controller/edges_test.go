@@ -549,4 +549,3 @@ func TestAStaleLeaseIsReadLiveBeforeATimeout(t *testing.T) {
 		t.Fatalf("with the Lease 2m old: %s (%s), want Recovering on no heartbeat", run.Status.Phase, run.Status.Message)
 	}
 }
-
