@@ -81,8 +81,6 @@ func TestChaos(t *testing.T) {
 			}
 		}
 		scenarios = slices.DeleteFunc(scenarios, func(sc Scenario) bool { return !slices.Contains(want, sc.Name) })
-	} else if !full {
-		scenarios = slices.DeleteFunc(scenarios, func(sc Scenario) bool { return slices.Contains(NotInMakeTest, sc.Name) })
 	}
 	ctx := t.Context()
 	plant, env := startPlant(ctx, t, full)

@@ -94,11 +94,6 @@ func Scenarios(full bool) []Scenario {
 	return all
 }
 
-// NotInMakeTest names the scenarios the short version leaves out unless
-// AGENTRUN_CHAOS_SCENARIOS names them: kube-apiserver restarts cost minutes
-// of slow pod starts on the local node (make chaos runs them).
-var NotInMakeTest = []string{"apiserver-restart"}
-
 // Result is one scenario's figures.
 type Result struct {
 	Name     string    `json:"name"`
