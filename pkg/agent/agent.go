@@ -237,10 +237,15 @@ func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 	var view gatewayapi.Attempt
 	var err error
 	wait := 200 * time.Millisecond
-	for try := 1; ; try++ {
+	// Each kind of answer is counted on its own: asking again while the
+	// gateway cannot reach the API server must not use up the waits for the
+	// operator to record the pod (an API server restart delays both).
+	cutOffs, notAttempt := 0, 0
+	for {
 		err = a.call(ctx, http.MethodGet, "/self", nil, &view)
 		var ge *GatewayError
-		if err != nil && !errors.As(err, &ge) && ctx.Err() == nil && cutOff(err) && try < maxCutOff {
+		if err != nil && !errors.As(err, &ge) && ctx.Err() == nil && cutOff(err) && cutOffs < maxCutOff {
+			cutOffs++
 			// The gateway went away mid-request (a restart): a read, so
 			// asking again counts nothing.
 			a.log.Info("The gateway closed the connection; asking again", "error", err.Error())
@@ -265,7 +270,7 @@ func (a *Agent) Start(ctx context.Context) (context.Context, error) {
 			wait = min(wait*2, 5*time.Second)
 			continue
 		}
-		if ge.Code != gatewayapi.CodeNotAnAttempt || try >= maxNotAnAttempt {
+		if notAttempt++; ge.Code != gatewayapi.CodeNotAnAttempt || notAttempt >= maxNotAnAttempt {
 			break
 		}
 		a.log.Info("Waiting for the operator to record this pod on its RunAttempt", "message", ge.Message)

@@ -88,3 +88,34 @@ func TestStartAsksAgainWhenTheGatewayClosesTheConnection(t *testing.T) {
 	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied))
 	g.Expect(calls.Load()).To(BeEquivalentTo(3), "two cut-off reads asked again, the answer ended Start")
 }
+
+// TestStartCountsEachWaitOnItsOwn: answers of a gateway that cannot reach
+// the API server do not use up Start's waits for the operator to record the
+// pod on its RunAttempt — an API server restart delays both, and an agent
+// that gave up then cost its run an attempt (chaos: apiserver-restart).
+func TestStartCountsEachWaitOnItsOwn(t *testing.T) {
+	g := NewWithT(t)
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n := calls.Add(1)
+		status, code := http.StatusServiceUnavailable, gatewayapi.CodeNotPersisted
+		switch {
+		case n > 7:
+			status, code = http.StatusForbidden, gatewayapi.CodePermissionDenied
+		case n > 5:
+			status, code = http.StatusForbidden, gatewayapi.CodeNotAnAttempt
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(status)
+		_ = json.NewEncoder(w).Encode(gatewayapi.ErrorBody{Error: gatewayapi.Error{Type: "server", Code: code, Message: "test"}})
+	}))
+	defer srv.Close()
+
+	a, err := agent.New(agent.Config{GatewayURL: srv.URL, Token: "t"})
+	g.Expect(err).NotTo(HaveOccurred())
+	_, err = a.Start(context.Background())
+	var ge *agent.GatewayError
+	g.Expect(errors.As(err, &ge)).To(BeTrue(), "%v", err)
+	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied), "five not_persisted and two not_an_attempt answers asked again")
+	g.Expect(calls.Load()).To(BeEquivalentTo(8))
+}
