@@ -247,7 +247,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 	if err := r.gatherAttempts(ctx, run, g); err != nil {
 		return nil, err
 	}
-	if err := r.gatherLiveness(ctx, run, g); err != nil {
+	if err := r.gatherLiveness(ctx, g); err != nil {
 		return nil, err
 	}
 

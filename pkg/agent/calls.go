@@ -260,7 +260,8 @@ func (a *Agent) askAgain(ctx context.Context, call *Call, try func() error) erro
 		if !a.clock.Now().Before(until) {
 			return a.refused(ErrInterceptorDenied, call, "", ge.Message)
 		}
-		a.log.Info("The gateway dispatched nothing for now; asking again", "tool", call.Name, "code", ge.Code, "message", ge.Message)
+		a.log.Info("The gateway dispatched nothing for now; asking again",
+			"tool", call.Name, "code", ge.Code, "message", ge.Message)
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
