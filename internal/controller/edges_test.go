@@ -29,6 +29,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	dto "github.com/prometheus/client_model/go"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -482,5 +483,69 @@ func TestAStoppedAttemptIsReadLive(t *testing.T) {
 	}
 	if err := e.client.Get(ctx, key(2), &v1alpha1.RunAttempt{}); !apierrors.IsNotFound(err) {
 		t.Errorf("attempt 2 exists (it would replay the call): %v", err)
+	}
+}
+
+// TestAStaleLeaseIsReadLiveBeforeATimeout: the cache shows the gateway's
+// Lease last renewed past the heartbeat timeout (stalled in its relist
+// back-off after an API server restart) while the gateway renews on time.
+// Before the timeout replaces the attempt, the Lease is read live, and the
+// run stays Running.
+func TestAStaleLeaseIsReadLiveBeforeATimeout(t *testing.T) {
+	ctx := context.Background()
+	e := newEdge(t, interceptor.Funcs{})
+	e.reconcile()
+	e.reconcile()
+	key := types.NamespacedName{Namespace: edgeNS, Name: runpod.Name("r", 1)}
+	leaseKey := types.NamespacedName{Namespace: "agentrun-system", Name: "agentrun-gateway-node1"}
+	holder := "agentrun-gateway-node1_1"
+	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: leaseKey.Namespace, Name: leaseKey.Name},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: &holder, AcquireTime: &metav1.MicroTime{Time: e.clock.Now()},
+			RenewTime: &metav1.MicroTime{Time: e.clock.Now()}}}
+	if err := e.client.Create(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	ra := &v1alpha1.RunAttempt{}
+	if err := e.client.Get(ctx, key, ra); err != nil {
+		t.Fatal(err)
+	}
+	ra.Status.Liveness = &v1alpha1.AttemptLiveness{Gateway: leaseKey.String(), Holder: holder, Since: metav1.NewTime(e.clock.Now())}
+	if err := e.client.Status().Update(ctx, ra); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := e.client.Get(ctx, key, pod); err != nil {
+		t.Fatal(err)
+	}
+	pod.Status.Phase = corev1.PodRunning
+	pod.Status.StartTime = &metav1.Time{Time: e.clock.Now()}
+	if err := e.client.Status().Update(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	frozen := lease.DeepCopy()
+	e.runs.Client = interceptor.NewClient(e.client.(client.WithWatch), interceptor.Funcs{
+		Get: func(ctx context.Context, c client.WithWatch, k client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+			if l, ok := obj.(*coordinationv1.Lease); ok && k == leaseKey {
+				frozen.DeepCopyInto(l)
+				return nil
+			}
+			return c.Get(ctx, k, obj, opts...)
+		},
+	})
+	// Two minutes on: the gateway renewed just now; the cache says 2m ago.
+	e.clock.Step(2 * time.Minute)
+	lease.Spec.RenewTime = &metav1.MicroTime{Time: e.clock.Now()}
+	if err := e.client.Update(ctx, lease); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile()
+	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRunning {
+		t.Fatalf("with the Lease renewed (the cache showing it 2m old): %s (%s), want Running", run.Status.Phase, run.Status.Message)
+	}
+	// And a Lease that really is 2m old times the attempt out.
+	e.clock.Step(2 * time.Minute)
+	e.reconcile()
+	if run := e.run(); run.Status.Phase != v1alpha1.PhaseRecovering || !strings.Contains(run.Status.Message, "no heartbeat") {
+		t.Fatalf("with the Lease 2m old: %s (%s), want Recovering on no heartbeat", run.Status.Phase, run.Status.Message)
 	}
 }

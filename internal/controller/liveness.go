@@ -20,11 +20,14 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 )
 
@@ -39,7 +42,7 @@ import (
 // (status.liveness), the Lease of the gateway replica it names, into that
 // attempt's facts (lifecycle AttemptFacts.Lease). A Lease that does not
 // exist is a fact (the gateway is gone); a read that fails is an error.
-func (r *ResearchRunReconciler) gatherLiveness(ctx context.Context, g *gathered) error {
+func (r *ResearchRunReconciler) gatherLiveness(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered) error {
 	ra := g.attempts[g.current]
 	if ra == nil || ra.Status.Liveness == nil {
 		return nil
@@ -48,9 +51,23 @@ func (r *ResearchRunReconciler) gatherLiveness(ctx context.Context, g *gathered)
 	if err != nil {
 		return fmt.Errorf("RunAttempt %s/%s status.liveness.gateway: %w", ra.Namespace, ra.Name, err)
 	}
-	fact, err := r.readLease(ctx, key)
+	fact, err := r.readLease(ctx, r.Client, key)
 	if err != nil {
 		return fmt.Errorf("reading the gateway Lease %s of RunAttempt %s/%s: %w", key, ra.Namespace, ra.Name, err)
+	}
+	if r.looksSilent(run, ra, fact) {
+		// Before a heartbeat timeout replaces the attempt, the cache's view
+		// of the Lease and of the attempt's liveness is confirmed live: a
+		// cache in its relist back-off after an API server restart shows an
+		// old renewal for up to a minute, while the gateway renews on time.
+		live := &v1alpha1.RunAttempt{}
+		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ra), live); err == nil && live.ResourceVersion != ra.ResourceVersion {
+			ra = live
+			r.useLive(g, live)
+		}
+		if fact, err = r.readLease(ctx, r.APIReader, key); err != nil {
+			return fmt.Errorf("reading the gateway Lease %s of RunAttempt %s/%s live: %w", key, ra.Namespace, ra.Name, err)
+		}
 	}
 	for i := range g.facts {
 		if g.facts[i].Attempt == g.current {
@@ -60,15 +77,38 @@ func (r *ResearchRunReconciler) gatherLiveness(ctx context.Context, g *gathered)
 	return nil
 }
 
-func (r *ResearchRunReconciler) readLease(ctx context.Context, key types.NamespacedName) (lifecycle.GatewayLease, error) {
+func (r *ResearchRunReconciler) readLease(ctx context.Context, c client.Reader, key types.NamespacedName) (lifecycle.GatewayLease, error) {
 	l := &coordinationv1.Lease{}
-	switch err := r.Get(ctx, key, l); {
+	switch err := c.Get(ctx, key, l); {
 	case apierrors.IsNotFound(err):
 		return lifecycle.GatewayLease{}, nil
 	case err != nil:
 		return lifecycle.GatewayLease{}, err
 	}
 	return leaseFact(l), nil
+}
+
+// looksSilent says whether the cached liveness facts are older than the
+// run's heartbeat timeout — only the trigger for a live read; lifecycle
+// decides on what that read shows.
+func (r *ResearchRunReconciler) looksSilent(run *v1alpha1.ResearchRun, ra *v1alpha1.RunAttempt, l lifecycle.GatewayLease) bool {
+	lv := ra.Status.Liveness
+	var last time.Time
+	switch {
+	case lv.SilentSince != nil:
+		last = lv.SilentSince.Time
+	case !l.Found:
+		return false
+	case l.Holder != lv.Holder:
+		last = l.AcquireTime
+	default:
+		last = l.RenewTime
+	}
+	timeout := lifecycle.DefaultHeartbeatTimeout
+	if d := run.Spec.Recovery.HeartbeatTimeout; d != nil {
+		timeout = d.Duration
+	}
+	return timeout > 0 && r.Clock.Since(last) >= timeout
 }
 
 // leaseKey parses status.liveness.gateway: namespace/name.

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -70,8 +71,11 @@ type ResearchRunReconciler struct {
 	// APIReader reads around the cache. Used only where a stale cache could
 	// make the reconciler act twice (is a pod really gone?).
 	APIReader client.Reader
-	Scheme    *runtime.Scheme
-	Recorder  events.EventRecorder
+	// liveRV remembers, per RunAttempt, the resourceVersion of its latest
+	// live read while the cache is behind it (useLive, liveAhead).
+	liveRV   sync.Map
+	Scheme   *runtime.Scheme
+	Recorder events.EventRecorder
 	// Clock is the only source of "now" for decisions and requeue times.
 	Clock clock.PassiveClock
 	// MaxConcurrentReconciles is the number of workers (default 4).
@@ -247,7 +251,7 @@ func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.Resear
 	if err := r.gatherAttempts(ctx, run, g); err != nil {
 		return nil, err
 	}
-	if err := r.gatherLiveness(ctx, g); err != nil {
+	if err := r.gatherLiveness(ctx, run, g); err != nil {
 		return nil, err
 	}
 
@@ -283,6 +287,11 @@ func (r *ResearchRunReconciler) gatherAttempts(ctx context.Context, run *v1alpha
 		if !metav1.IsControlledBy(ra, run) {
 			continue
 		}
+		if live, err := r.liveAhead(ctx, ra); err != nil {
+			return err
+		} else if live != nil {
+			ra = live
+		}
 		g.attempts[ra.Spec.Attempt] = ra
 		g.facts = append(g.facts, lifecycle.AttemptFacts{
 			Attempt:      ra.Spec.Attempt,
@@ -295,6 +304,40 @@ func (r *ResearchRunReconciler) gatherAttempts(ctx context.Context, run *v1alpha
 	}
 	slices.SortFunc(g.facts, func(a, b lifecycle.AttemptFacts) int { return int(a.Attempt - b.Attempt) })
 	return nil
+}
+
+// liveAhead returns the attempt read live when an earlier pass read it live
+// at a newer resourceVersion than the cache now shows (nil when the cache has
+// caught up, and the memory is dropped).
+func (r *ResearchRunReconciler) liveAhead(ctx context.Context, cached *v1alpha1.RunAttempt) (*v1alpha1.RunAttempt, error) {
+	key := client.ObjectKeyFromObject(cached)
+	v, ok := r.liveRV.Load(key)
+	if !ok {
+		return nil, nil
+	}
+	if !olderRV(cached.ResourceVersion, v.(string)) {
+		r.liveRV.Delete(key)
+		return nil, nil
+	}
+	live := &v1alpha1.RunAttempt{}
+	if err := r.APIReader.Get(ctx, key, live); err != nil {
+		if apierrors.IsNotFound(err) {
+			r.liveRV.Delete(key)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("reading RunAttempt %s live: %w", klog.KObj(cached), err)
+	}
+	r.liveRV.Store(key, live.ResourceVersion)
+	return live, nil
+}
+
+// olderRV reports whether resourceVersion a is older than b. Resource
+// versions are opaque; both are etcd revisions here, compared as numbers,
+// and anything unparsable counts as not older.
+func olderRV(a, b string) bool {
+	x, errA := strconv.ParseUint(a, 10, 64)
+	y, errB := strconv.ParseUint(b, 10, 64)
+	return errA == nil && errB == nil && x < y
 }
 
 // confirmStoppedAttempt reads the current attempt live once its pod has
@@ -320,14 +363,17 @@ func (r *ResearchRunReconciler) confirmStoppedAttempt(ctx context.Context, run *
 	if live.ResourceVersion == cached.ResourceVersion || !metav1.IsControlledBy(live, run) {
 		return nil
 	}
-	g.useLive(live)
+	r.useLive(g, live)
 	return nil
 }
 
 // useLive replaces an attempt read from the cache with its live read,
-// whole: its grant with its facts, never a fresh status judged against a
-// stale grant (that mix reads as usage over the grant, a PolicyViolation).
-func (g *gathered) useLive(live *v1alpha1.RunAttempt) {
+// whole: its grant with its facts. It remembers the live resourceVersion, so
+// that later passes do not go back to an older cached copy (liveAhead): a
+// ledger raised from a live read, then judged against the cache's lower
+// counts, reads as counters going back — a PolicyViolation that never was.
+func (r *ResearchRunReconciler) useLive(g *gathered, live *v1alpha1.RunAttempt) {
+	r.liveRV.Store(client.ObjectKeyFromObject(live), live.ResourceVersion)
 	g.attempts[live.Spec.Attempt] = live
 	for i := range g.facts {
 		if g.facts[i].Attempt == live.Spec.Attempt {
