@@ -31,31 +31,52 @@ import (
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
-// TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer: a gateway that
-// answers not_persisted (it could not check the token with the API server,
-// e.g. while kube-apiserver restarts) is asked again, not taken as the end
-// of the attempt; another refusal ends Start at once.
-func TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer(t *testing.T) {
-	g := NewWithT(t)
-	var calls atomic.Int32
+// fakeGateway answers the n-th request (from 1) as answer says: an HTTP
+// status and an error code, or 0 to close the connection without an answer
+// (a gateway killed mid-request). calls counts the requests.
+func fakeGateway(t *testing.T, answer func(n int32) (int, string)) (url string, calls *atomic.Int32) {
+	calls = &atomic.Int32{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := calls.Add(1)
-		status, code := http.StatusServiceUnavailable, gatewayapi.CodeNotPersisted
-		if n > 2 {
-			status, code = http.StatusForbidden, gatewayapi.CodePermissionDenied
+		status, code := answer(calls.Add(1))
+		if status == 0 {
+			if conn, _, err := w.(http.Hijacker).Hijack(); err == nil {
+				_ = conn.Close() // no answer: EOF at the client
+			}
+			return
 		}
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(status)
 		_ = json.NewEncoder(w).Encode(gatewayapi.ErrorBody{Error: gatewayapi.Error{Type: "server", Code: code, Message: "test"}})
 	}))
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv.URL, calls
+}
 
-	a, err := agent.New(agent.Config{GatewayURL: srv.URL, Token: "t"})
+// startCode starts an agent on url and returns the code of the gateway
+// error Start ended with.
+func startCode(t *testing.T, url string) string {
+	g := NewWithT(t)
+	a, err := agent.New(agent.Config{GatewayURL: url, Token: "t"})
 	g.Expect(err).NotTo(HaveOccurred())
 	_, err = a.Start(context.Background())
 	var ge *agent.GatewayError
 	g.Expect(errors.As(err, &ge)).To(BeTrue(), "%v", err)
-	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied))
+	return ge.Code
+}
+
+// TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer: a gateway that
+// answers not_persisted (it could not check the token with the API server,
+// e.g. while kube-apiserver restarts) is asked again, not taken as the end
+// of the attempt; another refusal ends Start at once.
+func TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer(t *testing.T) {
+	url, calls := fakeGateway(t, func(n int32) (int, string) {
+		if n > 2 {
+			return http.StatusForbidden, gatewayapi.CodePermissionDenied
+		}
+		return http.StatusServiceUnavailable, gatewayapi.CodeNotPersisted
+	})
+	g := NewWithT(t)
+	g.Expect(startCode(t, url)).To(Equal(gatewayapi.CodePermissionDenied))
 	g.Expect(calls.Load()).To(BeEquivalentTo(3), "two not_persisted answers asked again, the refusal ended Start")
 }
 
@@ -64,28 +85,14 @@ func TestStartAsksAgainWhileTheGatewayCannotReachTheAPIServer(t *testing.T) {
 // first read of the attempt is asked again instead of ending the agent,
 // which would cost the run an attempt.
 func TestStartAsksAgainWhenTheGatewayClosesTheConnection(t *testing.T) {
-	g := NewWithT(t)
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if calls.Add(1) <= 2 {
-			conn, _, err := w.(http.Hijacker).Hijack()
-			if err == nil {
-				_ = conn.Close() // no answer: EOF at the client
-			}
-			return
+	url, calls := fakeGateway(t, func(n int32) (int, string) {
+		if n <= 2 {
+			return 0, ""
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusForbidden)
-		_ = json.NewEncoder(w).Encode(gatewayapi.ErrorBody{Error: gatewayapi.Error{Type: "permission", Code: gatewayapi.CodePermissionDenied, Message: "test"}})
-	}))
-	defer srv.Close()
-
-	a, err := agent.New(agent.Config{GatewayURL: srv.URL, Token: "t"})
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = a.Start(context.Background())
-	var ge *agent.GatewayError
-	g.Expect(errors.As(err, &ge)).To(BeTrue(), "%v", err)
-	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied))
+		return http.StatusForbidden, gatewayapi.CodePermissionDenied
+	})
+	g := NewWithT(t)
+	g.Expect(startCode(t, url)).To(Equal(gatewayapi.CodePermissionDenied))
 	g.Expect(calls.Load()).To(BeEquivalentTo(3), "two cut-off reads asked again, the answer ended Start")
 }
 
@@ -94,28 +101,16 @@ func TestStartAsksAgainWhenTheGatewayClosesTheConnection(t *testing.T) {
 // pod on its RunAttempt — an API server restart delays both, and an agent
 // that gave up then cost its run an attempt (chaos: apiserver-restart).
 func TestStartCountsEachWaitOnItsOwn(t *testing.T) {
-	g := NewWithT(t)
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n := calls.Add(1)
-		status, code := http.StatusServiceUnavailable, gatewayapi.CodeNotPersisted
+	url, calls := fakeGateway(t, func(n int32) (int, string) {
 		switch {
 		case n > 7:
-			status, code = http.StatusForbidden, gatewayapi.CodePermissionDenied
+			return http.StatusForbidden, gatewayapi.CodePermissionDenied
 		case n > 5:
-			status, code = http.StatusForbidden, gatewayapi.CodeNotAnAttempt
+			return http.StatusForbidden, gatewayapi.CodeNotAnAttempt
 		}
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(status)
-		_ = json.NewEncoder(w).Encode(gatewayapi.ErrorBody{Error: gatewayapi.Error{Type: "server", Code: code, Message: "test"}})
-	}))
-	defer srv.Close()
-
-	a, err := agent.New(agent.Config{GatewayURL: srv.URL, Token: "t"})
-	g.Expect(err).NotTo(HaveOccurred())
-	_, err = a.Start(context.Background())
-	var ge *agent.GatewayError
-	g.Expect(errors.As(err, &ge)).To(BeTrue(), "%v", err)
-	g.Expect(ge.Code).To(Equal(gatewayapi.CodePermissionDenied), "five not_persisted and two not_an_attempt answers asked again")
+		return http.StatusServiceUnavailable, gatewayapi.CodeNotPersisted
+	})
+	g := NewWithT(t)
+	g.Expect(startCode(t, url)).To(Equal(gatewayapi.CodePermissionDenied), "five not_persisted and two not_an_attempt answers asked again")
 	g.Expect(calls.Load()).To(BeEquivalentTo(8))
 }
