@@ -68,6 +68,14 @@ var ErrTokenRejected = errors.New("token rejected")
 // arguments — fails the same way on every try and is interceptor_refused.
 var ErrUnavailable = errors.New("unavailable for now")
 
+// Unavailable marks err as ErrUnavailable without changing its message.
+func Unavailable(err error) error { return unavailable{err} }
+
+type unavailable struct{ err error }
+
+func (u unavailable) Error() string   { return u.err.Error() }
+func (u unavailable) Unwrap() []error { return []error{ErrUnavailable, u.err} }
+
 // BuiltinOptions configure the built-in interceptors.
 type BuiltinOptions struct {
 	// Authenticator re-checks tokens for auth (the gateway passes its cached
@@ -131,7 +139,7 @@ func authImpl(a Authenticator) Impl {
 			return Veto("the caller's token is not accepted: " + err.Error())
 		case err != nil:
 			// Not a verdict on the token: the authenticator could not answer.
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
+			return Unavailable(err)
 		case id == "":
 			return errors.New("the authenticator returned no identity")
 		}

@@ -222,6 +222,7 @@ func TestAuth(t *testing.T) {
 		g.Expect(ref.Interceptor).To(Equal(chain.NameAuth))
 		g.Expect(ref.Error()).To(Equal("interceptor auth (Security, fail closed) failed: " +
 			"token review unavailable: the server is currently unable to handle the request"))
+		g.Expect(errors.Is(ref.Err, chain.ErrUnavailable)).To(BeTrue(), "a TokenReview that could not answer is unavailable for now")
 	}
 	g.Expect(dispatched.Load()).To(BeZero())
 	g.Expect(reviews.Load()).To(Equal(int64(n)))
