@@ -204,7 +204,7 @@ var _ = Describe("The policy's interceptor chain in the gateway", func() {
 		Expect(st.AuditLog).NotTo(BeEmpty())
 	})
 
-	It("fails closed on a security interceptor's error: a TokenReview outage refuses the call, with a reason, a fault and a metric", func() {
+	It("fails closed on a security interceptor's error: a TokenReview outage dispatches nothing, with a reason, a fault and a metric, and the agent asks again", func() {
 		w, callsURL := interceptorWorld("auth-outage")
 		w.script("script", scriptAuthOutage)
 		w.run("outage", imageResearchAgent, agentArgs("script"), func(r *v1.ResearchRun) {
@@ -229,7 +229,7 @@ var _ = Describe("The policy's interceptor chain in the gateway", func() {
 			faults := w.attempt("outage", 1).Status.Faults
 			i := -1
 			for j, f := range faults {
-				if f.Kind == "InterceptorRefused" {
+				if f.Kind == "InterceptorFailed" {
 					i = j
 				}
 			}
@@ -250,24 +250,25 @@ var _ = Describe("The policy's interceptor chain in the gateway", func() {
 		Expect(gatewayMetric("agentrun_gateway_interceptor_calls_total", `interceptor="auth"`, `outcome="error"`)-authErrors).
 			To(BeEquivalentTo(1), "auth's error is counted")
 
-		By("TokenReviews pass again: the next call is dispatched; the refused one never was")
+		By("TokenReviews pass again: the call asked again is dispatched once; the refused try never was")
 		run := w.terminated("outage", v1.ReasonCompleted, v1.SettlementComplete)
 		Expect(w.attempts("outage")).To(Equal([]int{1}), "the refusal is not an attempt's failure")
 		total, qs := fakeCalls(callsURL, "lookup")
-		Expect(total).To(Equal(1))
-		Expect(qs).To(Equal([]string{"after-the-outage"}))
+		Expect(total).To(Equal(2))
+		Expect(qs).To(Equal([]string{"during-the-outage", "after-the-outage"}), "the call met the outage, was asked again and dispatched once")
 		Expect(gatewayMetric("agentrun_gateway_tool_calls_total", `namespace="`+w.ns+`"`, `tool="lookup"`, `outcome="refused"`)).
 			To(BeEquivalentTo(1))
 		Expect(gatewayMetric("agentrun_gateway_tool_calls_total", `namespace="`+w.ns+`"`, `tool="lookup"`, `outcome="ok"`)).
-			To(BeEquivalentTo(1))
+			To(BeEquivalentTo(2))
 		Expect(run.Status.Gates.LocalFaults).To(BeNumerically(">=", 1))
 		Expect(w.report("outage").Data).To(HaveKeyWithValue("01-overview.md", "Looked up after the outage."))
 		ledgerConsistent(w, run)
 
-		By("the agent was told why, in the tool error's words")
+		By("the agent was told why, in the tool error's words, and asked again")
 		logs, err := kubectl("logs", "-n", w.ns, attemptName("outage", 1))
 		Expect(err).NotTo(HaveOccurred(), logs)
-		Expect(logs).To(ContainSubstring("interceptor auth (Security, fail closed) failed"))
+		Expect(logs).To(And(ContainSubstring("interceptor auth (Security, fail closed) failed"),
+			ContainSubstring("dispatched nothing for now; asking again")))
 	})
 
 	It("fails open on an observability interceptor's error: the call is served while the audit log is unwritable, and its line is resent", func() {
