@@ -20,7 +20,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -60,10 +59,15 @@ func (r *ResearchRunReconciler) gatherLiveness(ctx context.Context, run *v1alpha
 		// of the Lease and of the attempt's liveness is confirmed live: a
 		// cache in its relist back-off after an API server restart shows an
 		// old renewal for up to a minute, while the gateway renews on time.
-		live := &v1alpha1.RunAttempt{}
-		if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ra), live); err == nil && live.ResourceVersion != ra.ResourceVersion {
-			ra = live
-			r.useLive(g, live)
+		if !g.live[g.current] {
+			live := &v1alpha1.RunAttempt{}
+			if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(ra), live); err == nil {
+				g.markLive(live)
+				if live.ResourceVersion != ra.ResourceVersion {
+					ra = live
+					r.useLive(g, live)
+				}
+			}
 		}
 		if fact, err = r.readLease(ctx, r.APIReader, key); err != nil {
 			return fmt.Errorf("reading the gateway Lease %s of RunAttempt %s/%s live: %w", key, ra.Namespace, ra.Name, err)
@@ -92,18 +96,7 @@ func (r *ResearchRunReconciler) readLease(ctx context.Context, c client.Reader, 
 // run's heartbeat timeout — only the trigger for a live read; lifecycle
 // decides on what that read shows.
 func (r *ResearchRunReconciler) looksSilent(run *v1alpha1.ResearchRun, ra *v1alpha1.RunAttempt, l lifecycle.GatewayLease) bool {
-	lv := ra.Status.Liveness
-	var last time.Time
-	switch {
-	case lv.SilentSince != nil:
-		last = lv.SilentSince.Time
-	case !l.Found:
-		return false
-	case l.Holder != lv.Holder:
-		last = l.AcquireTime
-	default:
-		last = l.RenewTime
-	}
+	last := lifecycle.SignOfLife(lifecycle.AttemptFacts{Status: ra.Status, Lease: l, FactsWritten: statusWritten(ra)})
 	timeout := lifecycle.DefaultHeartbeatTimeout
 	if d := run.Spec.Recovery.HeartbeatTimeout; d != nil {
 		timeout = d.Duration

@@ -209,6 +209,8 @@ type gathered struct {
 	held time.Duration
 	// waiting says why the run cannot start yet (lifecycle Input.Blocked).
 	waiting string
+	// live holds the attempts this pass read live: none is read twice.
+	live map[int32]bool
 }
 
 func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.ResearchRun) (*gathered, error) {
@@ -291,6 +293,7 @@ func (r *ResearchRunReconciler) gatherAttempts(ctx context.Context, run *v1alpha
 			return err
 		} else if live != nil {
 			ra = live
+			g.markLive(live)
 		}
 		g.attempts[ra.Spec.Attempt] = ra
 		g.facts = append(g.facts, lifecycle.AttemptFacts{
@@ -350,7 +353,7 @@ func olderRV(a, b string) bool {
 // an active run whose pod has stopped; the cache serves every other pass.
 func (r *ResearchRunReconciler) confirmStoppedAttempt(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered) error {
 	cached := g.attempts[g.current]
-	if cached == nil || !g.pod.Stopped() || !run.Status.Phase.IsActive() {
+	if cached == nil || g.live[g.current] || !g.pod.Stopped() || !run.Status.Phase.IsActive() {
 		return nil
 	}
 	live := &v1alpha1.RunAttempt{}
@@ -360,11 +363,19 @@ func (r *ResearchRunReconciler) confirmStoppedAttempt(ctx context.Context, run *
 		}
 		return fmt.Errorf("reading RunAttempt %s live: %w", klog.KObj(cached), err)
 	}
+	g.markLive(live)
 	if live.ResourceVersion == cached.ResourceVersion || !metav1.IsControlledBy(live, run) {
 		return nil
 	}
 	r.useLive(g, live)
 	return nil
+}
+
+func (g *gathered) markLive(ra *v1alpha1.RunAttempt) {
+	if g.live == nil {
+		g.live = map[int32]bool{}
+	}
+	g.live[ra.Spec.Attempt] = true
 }
 
 // useLive replaces an attempt read from the cache with its live read,
@@ -374,6 +385,7 @@ func (r *ResearchRunReconciler) confirmStoppedAttempt(ctx context.Context, run *
 // counts, reads as counters going back — a PolicyViolation that never was.
 func (r *ResearchRunReconciler) useLive(g *gathered, live *v1alpha1.RunAttempt) {
 	r.liveRV.Store(client.ObjectKeyFromObject(live), live.ResourceVersion)
+	g.markLive(live)
 	g.attempts[live.Spec.Attempt] = live
 	for i := range g.facts {
 		if g.facts[i].Attempt == live.Spec.Attempt {

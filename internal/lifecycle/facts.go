@@ -400,6 +400,18 @@ func (f *facts) lastSignOfLife() time.Time {
 // was seen (written by older gateways on their own, and by this one on the
 // writes it makes for other facts).
 func (f *facts) heartbeat(a AttemptFacts) time.Time {
+	if t := SignOfLife(a); t.Before(f.now) {
+		return t
+	}
+	return f.now
+}
+
+// SignOfLife is an attempt's latest heartbeat as the heartbeat timeout counts
+// it: heartbeatTime, the liveness fact's since, and silentSince if the
+// gateway saw the attempt go silent, else the Lease's renewal (its takeover
+// when another process holds it; the attempt's last status write when the
+// Lease is gone).
+func SignOfLife(a AttemptFacts) time.Time {
 	s := a.Status
 	var t time.Time
 	if s.HeartbeatTime != nil {
@@ -418,9 +430,6 @@ func (f *facts) heartbeat(a AttemptFacts) time.Time {
 		default:
 			t = later(t, l.RenewTime)
 		}
-	}
-	if t.After(f.now) {
-		return f.now
 	}
 	return t
 }
