@@ -82,12 +82,12 @@ func TestFlagsAndExitCodes(t *testing.T) {
 func TestRunsFromFlags(t *testing.T) {
 	noGatewayEnv(t)
 	// The finalization publishes the section from the notes: approved up front.
-	fp, err := gatewayapi.Fingerprint(gatewayapi.ToolReportPublish, map[string]any{"section": "Summary", "content": "raft wins"}, "")
+	id, err := gatewayapi.ActionIDOf(gatewayapi.ToolReportPublish, map[string]any{"section": "Summary", "content": "raft wins"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
-		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: gatewayapi.ActionID(gatewayapi.ToolReportPublish, fp), Decision: v1alpha1.DecisionApprove}}
+		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: id, Decision: v1alpha1.DecisionApprove}}
 	}})
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")

@@ -375,7 +375,7 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 		return nil, v1alpha1.Tool{}, errInvalid("tool", "tool is required")
 	}
 	fp := gatewayapi.FingerprintOf(req.tool, req.canon, req.context)
-	call := &gatewayapi.ToolCall{Tool: req.tool, Fingerprint: fp, ActionID: gatewayapi.ActionID(req.tool, fp)}
+	call := &gatewayapi.ToolCall{Tool: req.tool, Fingerprint: fp, ActionID: gatewayapi.ActionID(req.tool, req.canon)}
 
 	k.mu.Lock()
 	entry, e := k.checkToolLocked(req.tool, fp)

@@ -130,12 +130,12 @@ func admit(t testing.TB, e *gatewaytest.Env, tool string, args map[string]any) g
 func publishApproved(t testing.TB, args ...map[string]any) func(*v1alpha1.RunAttempt) {
 	return func(ra *v1alpha1.RunAttempt) {
 		for _, a := range args {
-			fp, err := gatewayapi.Fingerprint(gatewayapi.ToolReportPublish, a, "")
+			id, err := gatewayapi.ActionIDOf(gatewayapi.ToolReportPublish, a)
 			if err != nil {
 				t.Fatal(err)
 			}
 			ra.Spec.Approvals = append(ra.Spec.Approvals, v1alpha1.Approval{
-				ActionID: gatewayapi.ActionID(gatewayapi.ToolReportPublish, fp), Decision: v1alpha1.DecisionApprove})
+				ActionID: id, Decision: v1alpha1.DecisionApprove})
 		}
 	}
 }
@@ -332,8 +332,7 @@ func TestAgentAPIApprovalPending(t *testing.T) {
 	g := NewWithT(t)
 	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) { ra.Spec.Mode = v1alpha1.ModeEdit }})
 	body := `{"tool":"notes.write","arguments":{"text":"x"},"waitSeconds":1}`
-	fp, _ := gatewayapi.Fingerprint("notes.write", map[string]any{"text": "x"}, "")
-	id := gatewayapi.ActionID("notes.write", fp)
+	id, _ := gatewayapi.ActionIDOf("notes.write", map[string]any{"text": "x"})
 	start := time.Now()
 	r := as(t, e, "POST", self("/toolcalls"), body)
 	g.Expect(r.status).To(Equal(http.StatusConflict))
@@ -365,8 +364,7 @@ func TestAnApprovalIsSeenThroughAStaleCache(t *testing.T) {
 	e := gatewaytest.Start(t, gatewaytest.Options{StaleCache: true,
 		Mutate: func(ra *v1alpha1.RunAttempt) { ra.Spec.Mode = v1alpha1.ModeEdit }})
 	body := `{"tool":"notes.write","arguments":{"text":"x"},"waitSeconds":30}`
-	fp, _ := gatewayapi.Fingerprint("notes.write", map[string]any{"text": "x"}, "")
-	id := gatewayapi.ActionID("notes.write", fp)
+	id, _ := gatewayapi.ActionIDOf("notes.write", map[string]any{"text": "x"})
 	done := make(chan reply, 1)
 	go func() { done <- as(t, e, "POST", self("/toolcalls"), body) }()
 	g.Eventually(func() []string { return v1alpha1.ActionIDs(e.Status().AwaitingApproval) }, apiWait, apiPoll).Should(ConsistOf(id))

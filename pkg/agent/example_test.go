@@ -119,12 +119,12 @@ func Example() {
 	// approved the exact action up front (the operator copies spec.approvals
 	// from the ResearchRun); otherwise the agent would wait for it.
 	publish := map[string]any{"section": "summary", "content": "page a\npage b"}
-	fp, _ := gatewayapi.Fingerprint("report.publish", publish, "")
+	publishID, _ := gatewayapi.ActionIDOf("report.publish", publish)
 	env, stop, err := gatewaytest.Standalone(gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
 		ra.Spec.Goal = "compare vector databases"
 		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 8, ToolCalls: 8}
 		ra.Spec.Policy.Models = []v1alpha1.Model{{Name: "small", BaseURL: model.URL}}
-		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: gatewayapi.ActionID("report.publish", fp), Decision: v1alpha1.DecisionApprove}}
+		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: publishID, Decision: v1alpha1.DecisionApprove}}
 	}}, false)
 	if err != nil {
 		fmt.Println(err)

@@ -85,10 +85,34 @@ func IdempotencyKey(run, fingerprint string) string {
 	return "idem-" + hex.EncodeToString(sum[:])[:fingerprintLength]
 }
 
+// actionIDLength is the length of the hash part of an action id in hex
+// digits: 128 bits, so finding two argument lists with one action id costs
+// about 2^64 hashes.
+const actionIDLength = 32
+
 // ActionID is the id under which a call that needs confirmation is awaited
 // (status.awaitingApproval) and approved (spec.approvals): the tool name and
-// the start of the fingerprint, stable across attempts, so an approval given
-// to one attempt also answers a replacement attempt making the same call.
-func ActionID(tool, fingerprint string) string {
-	return tool + "-" + fingerprint[:16]
+// 128 bits of SHA-256 over the tool name and the canonical arguments, stable
+// across attempts, so an approval given to one attempt also answers a
+// replacement attempt making the same call.
+//
+// It never depends on the caller's context string (which repeat detection
+// keeps, see Fingerprint): the approver does not see the context, so an
+// agent that chooses it must not be able to steer an approval onto other
+// arguments (security review, issue 25 item 1).
+func ActionID(tool string, canonArgs []byte) string {
+	h := sha256.New()
+	h.Write([]byte(tool))
+	h.Write([]byte{0})
+	h.Write(canonArgs)
+	return tool + "-" + hex.EncodeToString(h.Sum(nil))[:actionIDLength]
+}
+
+// ActionIDOf is ActionID of arguments in any JSON-encodable form.
+func ActionIDOf(tool string, args any) (string, error) {
+	canon, err := CanonicalJSON(args)
+	if err != nil {
+		return "", fmt.Errorf("action id of %s: arguments are not JSON: %w", tool, err)
+	}
+	return ActionID(tool, canon), nil
 }
