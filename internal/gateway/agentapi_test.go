@@ -325,6 +325,30 @@ func TestAgentAPINotFound(t *testing.T) {
 	g.Expect(r.errBody().Code).To(Equal(gatewayapi.CodeUnknownTool))
 }
 
+// An approval names the tool and the exact arguments, whatever context the
+// agent gives its calls (issue 25 item 1): an approval of {"text":"x"}
+// admits that call under any context, and a call with other arguments is
+// still awaited under an id of its own, whatever context it picks.
+func TestAnApprovalIsBoundToTheArgumentsNotTheContext(t *testing.T) {
+	g := NewWithT(t)
+	id, err := gatewayapi.ActionIDOf("notes.write", map[string]any{"text": "x"})
+	g.Expect(err).NotTo(HaveOccurred())
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Mode = v1alpha1.ModeEdit
+		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: id, Decision: v1alpha1.DecisionApprove}}
+	}})
+	r := as(t, e, "POST", self("/toolcalls"), `{"tool":"notes.write","arguments":{"text":"x"},"context":"chosen-by-the-agent"}`)
+	g.Expect(r.status).To(Equal(http.StatusOK))
+	var call gatewayapi.ToolCall
+	r.into(t, &call)
+	g.Expect(call.ActionID).To(Equal(id))
+
+	r = as(t, e, "POST", self("/toolcalls"), `{"tool":"notes.write","arguments":{"text":"y"},"context":"chosen-by-the-agent","waitSeconds":1}`)
+	g.Expect(r.status).To(Equal(http.StatusConflict))
+	g.Expect(r.errBody().Code).To(Equal(gatewayapi.CodeApprovalPending))
+	g.Expect(r.errBody().Message).NotTo(ContainSubstring(id))
+}
+
 // A call that waits for an approval longer than it said it would is
 // answered approval_pending (409) and withdrawn from awaitingApproval; the
 // agent reports it again to keep waiting, and the approval then admits it.

@@ -128,7 +128,7 @@ func TestPermissionMatrix(t *testing.T) {
 					e.g.Expect(called).To(BeFalse(), tool.name)
 					denied++
 				case confirm:
-					id := actionID(t, tool.name, tool.args, "")
+					id := actionID(t, tool.name, tool.args)
 					done := make(chan error, 1)
 					go func() {
 						_, err := a.CallTool(ctx, tool.name, tool.args)
@@ -188,7 +188,7 @@ func TestApprovalWait(t *testing.T) {
 		}()
 		return res, errs
 	}
-	approveID := actionID(t, "notes.write", map[string]any{"text": "approve me"}, "")
+	approveID := actionID(t, "notes.write", map[string]any{"text": "approve me"})
 	res, errs := call(ctx, "approve me")
 	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(approveID))
 	_, called := ran.Load("notes.write")
@@ -197,7 +197,7 @@ func TestApprovalWait(t *testing.T) {
 	e.g.Eventually(res, wait).Should(Receive(HavePrefix("noted")))
 	e.g.Expect(<-errs).NotTo(HaveOccurred())
 
-	denyID := actionID(t, "notes.write", map[string]any{"text": "deny me"}, "")
+	denyID := actionID(t, "notes.write", map[string]any{"text": "deny me"})
 	ran.Clear()
 	_, errs = call(ctx, "deny me")
 	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ContainElement(denyID))
@@ -217,7 +217,7 @@ func TestApprovalWait(t *testing.T) {
 	// A wait ends with the caller's context.
 	waitCtx, cancel := context.WithCancel(ctx)
 	_, errs = call(waitCtx, "never answered")
-	neverID := actionID(t, "notes.write", map[string]any{"text": "never answered"}, "")
+	neverID := actionID(t, "notes.write", map[string]any{"text": "never answered"})
 	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(neverID))
 	cancel()
 	e.g.Eventually(errs, wait).Should(Receive(MatchError(context.Canceled)))
@@ -367,7 +367,7 @@ func TestSideEffectsBlockedWhileAPIServerDown(t *testing.T) {
 // served from the reserve until it is used up.
 func TestFinalizing(t *testing.T) {
 	args := map[string]any{"section": "summary", "content": "..."}
-	e := newEnv(t, preApproved(actionID(t, "report.publish", args, "")))
+	e := newEnv(t, preApproved(actionID(t, "report.publish", args)))
 	var ran sync.Map
 	a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
 	ctx := e.start(a)
@@ -448,7 +448,7 @@ func TestAdmissionTimeChecks(t *testing.T) {
 		_, err := a.CallTool(ctx, "notes.write", args)
 		done <- err
 	}()
-	id := actionID(t, "notes.write", args, "")
+	id := actionID(t, "notes.write", args)
 	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(id))
 	e.UpdateSpec(func(s *v1.RunAttemptSpec) {
 		s.Mode = v1.ModeReadOnly
@@ -556,7 +556,7 @@ func TestAToolCallIsAskedAgainWhileAnInterceptorIsUnavailable(t *testing.T) {
 		}),
 	})
 	e := newEnvWith(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1.RunAttempt) {
-		preApproved(actionID(t, "report.publish", args, ""))(ra)
+		preApproved(actionID(t, "report.publish", args))(ra)
 		ra.Spec.Policy.ResolvedChain = []v1.ResolvedInterceptor{{Name: "auth", Class: v1.ClassSecurity,
 			Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: true}}
 	}})

@@ -118,9 +118,9 @@ func (e *env) approve(actionID string, decision v1.ApprovalDecision, approver, c
 }
 
 // actionID is the id under which the gateway awaits an approval of the call.
-func actionID(t *testing.T, tool string, args any, callContext string) string {
+// It never depends on the call's context.
+func actionID(t *testing.T, tool string, args any) string {
 	t.Helper()
-	_ = callContext // an action id never depends on the caller's context
 	id, err := gatewayapi.ActionIDOf(tool, args)
 	if err != nil {
 		t.Fatal(err)

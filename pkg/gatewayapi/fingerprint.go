@@ -85,11 +85,6 @@ func IdempotencyKey(run, fingerprint string) string {
 	return "idem-" + hex.EncodeToString(sum[:])[:fingerprintLength]
 }
 
-// actionIDLength is the length of the hash part of an action id in hex
-// digits: 128 bits, so finding two argument lists with one action id costs
-// about 2^64 hashes.
-const actionIDLength = 32
-
 // ActionID is the id under which a call that needs confirmation is awaited
 // (status.awaitingApproval) and approved (spec.approvals): the tool name and
 // 128 bits of SHA-256 over the tool name and the canonical arguments, stable
@@ -101,11 +96,7 @@ const actionIDLength = 32
 // agent that chooses it must not be able to steer an approval onto other
 // arguments (security review, issue 25 item 1).
 func ActionID(tool string, canonArgs []byte) string {
-	h := sha256.New()
-	h.Write([]byte(tool))
-	h.Write([]byte{0})
-	h.Write(canonArgs)
-	return tool + "-" + hex.EncodeToString(h.Sum(nil))[:actionIDLength]
+	return tool + "-" + FingerprintOf(tool, canonArgs, "")
 }
 
 // ActionIDOf is ActionID of arguments in any JSON-encodable form.
