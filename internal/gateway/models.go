@@ -83,11 +83,34 @@ type modelTicket struct {
 	reserved int64
 }
 
+// wireUsage is the usage a provider reports with an answer.
+type wireUsage struct {
+	PromptTokens     int64 `json:"prompt_tokens"`
+	CompletionTokens int64 `json:"completion_tokens"`
+	TotalTokens      int64 `json:"total_tokens"`
+}
+
+// charged is what a reported usage charges, and whether it counts as
+// reported at all: the larger of the total and the sum of its parts (a
+// provider cannot undercount by leaving one out), and a usage of less than
+// one token — zero, negative, missing — is no report: the request is
+// charged its reservation, as for a cut stream.
+func (u *wireUsage) charged() (int64, bool) {
+	if u == nil {
+		return 0, false
+	}
+	t := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
+	if t < 1 || u.PromptTokens < 0 || u.CompletionTokens < 0 {
+		return 0, false
+	}
+	return t, true
+}
+
 // admitModel checks the phase and the grant, counts the request as
 // dispatched and reserves its token bound. It returns the max_tokens to
 // send (0: leave the request's own).
-func (k *keeper) admitModel(ctx context.Context, promptBound, requested int64, capTokens *int64) (*modelTicket, int64, *apiError) {
-	t, mt, target, e := k.admitModelLocked(promptBound, requested, capTokens)
+func (k *keeper) admitModel(ctx context.Context, promptBound, requested, choices int64, capTokens *int64) (*modelTicket, int64, *apiError) {
+	t, mt, target, e := k.admitModelLocked(promptBound, requested, choices, capTokens)
 	if e != nil {
 		return nil, 0, k.durableRefusal(ctx, e)
 	}
@@ -104,7 +127,10 @@ func (k *keeper) admitModel(ctx context.Context, promptBound, requested int64, c
 	return t, mt, nil
 }
 
-func (k *keeper) admitModelLocked(promptBound, requested int64, capTokens *int64) (*modelTicket, int64, uint64, *apiError) {
+// choices is the number of completions the request asks for (n): each may
+// generate max_tokens, so the reservation is the prompt plus choices times
+// the cap.
+func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capTokens *int64) (*modelTicket, int64, uint64, *apiError) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if e := k.stoppedLocked(); e != nil {
@@ -123,17 +149,17 @@ func (k *keeper) admitModelLocked(promptBound, requested int64, capTokens *int64
 	t := &modelTicket{}
 	if gr.Tokens != nil {
 		remaining := *gr.Tokens - u.Tokens - k.tokens
-		room := remaining - promptBound
+		room := (remaining - promptBound) / max(choices, 1)
 		if room < 1 {
 			return nil, 0, 0, grantRefusal(fin, fmt.Sprintf(
-				"%d/%d tokens (%d reserved by requests under way; this request's prompt may use up to %d)",
-				u.Tokens, *gr.Tokens, k.tokens, promptBound))
+				"%d/%d tokens (%d reserved by requests under way; this request's prompt may use up to %d, and each of its %d choices at least 1)",
+				u.Tokens, *gr.Tokens, k.tokens, promptBound, max(choices, 1)))
 		}
 		if mt <= 0 {
 			mt = DefaultMaxTokens
 		}
 		mt = min(mt, room)
-		t.reserved = promptBound + mt
+		t.reserved = promptBound + max(choices, 1)*mt
 		k.tokens += t.reserved
 	}
 	k.facts.usage.ModelRequests++
@@ -177,6 +203,7 @@ type chatRequest struct {
 	stream      bool
 	tokensField string // max_tokens, or max_completion_tokens when the client uses it
 	maxTokens   int64  // as requested, 0 if none
+	choices     int64  // n: completions asked for, 1 if unset
 	conv        string // fingerprint of the conversation's instructions
 }
 
@@ -219,9 +246,25 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 	case len(body) > maxModelBody:
 		return nil, errInvalid("", fmt.Sprintf("the request body exceeds %d bytes", maxModelBody))
 	}
-	c := &chatRequest{body: body, tokensField: "max_tokens"}
+	c := &chatRequest{body: body, tokensField: "max_tokens", choices: 1}
 	if err := json.Unmarshal(body, &c.fields); err != nil || c.fields == nil {
 		return nil, errInvalid("", "the body must be a JSON object (a chat completion request)")
+	}
+	if e := refuseFoldedKeys(c.fields, chatControlled, ""); e != nil {
+		return nil, e
+	}
+	if raw, ok := c.fields["stream_options"]; ok {
+		var so map[string]json.RawMessage
+		if json.Unmarshal(raw, &so) == nil {
+			if e := refuseFoldedKeys(so, []string{"include_usage"}, "stream_options."); e != nil {
+				return nil, e
+			}
+		}
+	}
+	if raw, ok := c.fields["n"]; ok && string(raw) != jsonNull {
+		if json.Unmarshal(raw, &c.choices) != nil || c.choices < 1 || c.choices > maxChoices {
+			return nil, errInvalid("n", fmt.Sprintf("n must be an integer from 1 to %d", maxChoices))
+		}
 	}
 	if err := json.Unmarshal(c.fields[fieldModel], &c.model); err != nil || c.model == "" {
 		return nil, errInvalid(fieldModel, "model is required: a string naming one of the models the run's policy serves")
@@ -253,6 +296,30 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 		}
 	}
 	return c, nil
+}
+
+// chatControlled are the fields of a chat request the gateway reads or
+// rewrites; maxChoices bounds n.
+var chatControlled = []string{fieldModel, "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"}
+
+const maxChoices = 16
+
+// refuseFoldedKeys refuses a key that is not one of controlled but equals
+// one under Unicode case folding ("max_to\u212aens", with a Kelvin sign,
+// or "MAX_TOKENS"): the gateway reads and rewrites the exact key, but
+// encoding/json and the providers built on it match keys case-insensitively,
+// and the last of two matching keys wins, so a folded twin would carry a
+// value the gateway never saw past its rewrite.
+func refuseFoldedKeys(fields map[string]json.RawMessage, controlled []string, prefix string) *apiError {
+	for key := range fields {
+		for _, c := range controlled {
+			if key != c && strings.EqualFold(key, c) {
+				return errInvalid(prefix+c, fmt.Sprintf(
+					"%q is refused: it is %s%s under case folding, a field the gateway controls; send %q exactly", key, prefix, c, prefix+c))
+			}
+		}
+	}
+	return nil
 }
 
 // tokenCapFields are the request fields a provider reads as the
@@ -355,7 +422,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 	}
 	var upstream time.Duration
 	_, ref := ch.Run(context.WithValue(r.Context(), modelCallKey{}, true), cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
-		ticket, mt, e := k.admitModel(ctx, int64(len(c.body)), c.maxTokens, m.MaxTokens)
+		ticket, mt, e := k.admitModel(ctx, int64(len(c.body)), c.maxTokens, c.choices, m.MaxTokens)
 		if e != nil {
 			k.refusal(e, "model/"+c.model)
 			writeError(w, e)
@@ -448,11 +515,13 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 		raw, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		x.done = g.clock.Now()
 		var u struct {
-			Usage *struct {
-				TotalTokens int64 `json:"total_tokens"`
-			} `json:"usage"`
+			Usage *wireUsage `json:"usage"`
 		}
-		reported := rerr == nil && json.Unmarshal(raw, &u) == nil && u.Usage != nil
+		var tokens int64
+		reported := false
+		if rerr == nil && json.Unmarshal(raw, &u) == nil {
+			tokens, reported = u.Usage.charged()
+		}
 		spanUsage(rctx, raw)
 		if rerr != nil {
 			x.k.providerFault("ResponseCut", true, fmt.Sprintf("model %s: %v", m.Name, rerr))
@@ -461,10 +530,6 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 		x.w.WriteHeader(http.StatusOK)
 		_, _ = x.w.Write(raw)
 		x.stream(func(tr *openai.Translator) []stream.Event { return append(tr.Completion(raw), tr.End(rerr)...) })
-		var tokens int64
-		if reported {
-			tokens = u.Usage.TotalTokens
-		}
 		x.count("ok", tokens, reported)
 	default:
 		var cut error
@@ -564,12 +629,10 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 			if isData && !done && bytes.Contains(payload, []byte(`"usage"`)) {
 				var c struct {
 					Choices []json.RawMessage `json:"choices"`
-					Usage   *struct {
-						TotalTokens int64 `json:"total_tokens"`
-					} `json:"usage"`
+					Usage   *wireUsage        `json:"usage"`
 				}
 				if json.Unmarshal(payload, &c) == nil && c.Usage != nil {
-					tokens, reported = c.Usage.TotalTokens, true
+					tokens, reported = c.Usage.charged()
 					skip = !clientUsage && len(c.Choices) == 0
 				}
 			}
