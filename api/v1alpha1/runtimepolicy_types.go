@@ -480,11 +480,62 @@ type RuntimePolicySpec struct {
 	// no stricter posture.
 	// +optional
 	OnSecurityDegraded *SecurityDegraded `json:"onSecurityDegraded,omitempty"`
+	// templateSources lists what of the namespace a run's pod template may
+	// reference beyond ConfigMaps. Unset: no Secret, PersistentVolumeClaim,
+	// inline CSI or generic ephemeral volume at all. Whatever it allows, the
+	// user who creates the run must hold the access themselves: the admission
+	// webhook asks the API server (SubjectAccessReview) whether the requester
+	// may get each Secret, ConfigMap and PersistentVolumeClaim the template
+	// names, and create PersistentVolumeClaims for an ephemeral volume, so
+	// the operator, which builds the pod with its own rights, never grants
+	// more than its requester holds. A template never projects a service
+	// account token or a pod certificate, whatever this says: attempt pods
+	// hold no API credential.
+	// +optional
+	TemplateSources TemplateSources `json:"templateSources,omitzero"`
 	// runnerServiceAccountName is the service account attempt pods run as.
 	// +kubebuilder:default=agentrun-runner
 	// +kubebuilder:validation:MaxLength=253
 	// +optional
 	RunnerServiceAccountName string `json:"runnerServiceAccountName,omitempty"`
+}
+
+// TemplateSources is what of the namespace a run's pod template may mount or
+// read into its environment, beyond ConfigMaps.
+type TemplateSources struct {
+	// secrets names the Secrets a template may reference: secret volumes,
+	// projected secret sources, env valueFrom.secretKeyRef, envFrom
+	// secretRef and a CSI volume's nodePublishSecretRef. "*" allows any
+	// Secret the requester may get. Image pull secrets need no entry (the
+	// agent never reads them) but are access-checked too.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$`
+	// +listType=set
+	// +optional
+	Secrets []string `json:"secrets,omitempty"`
+	// persistentVolumeClaims names the claims a template may mount (and an
+	// ephemeral volume may clone). "*" allows any claim the requester may get.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MaxLength=253
+	// +kubebuilder:validation:items:Pattern=`^(\*|[a-z0-9]([-a-z0-9.]*[a-z0-9])?)$`
+	// +listType=set
+	// +optional
+	PersistentVolumeClaims []string `json:"persistentVolumeClaims,omitempty"`
+	// csiDrivers names the CSI drivers a template may mount inline volumes of
+	// (a driver such as the secrets-store one reads what the pod's service
+	// account may, not what the requester may: list only drivers whose
+	// volumes the namespace's users may all see).
+	// +kubebuilder:validation:MaxItems=16
+	// +kubebuilder:validation:items:MaxLength=63
+	// +listType=set
+	// +optional
+	CSIDrivers []string `json:"csiDrivers,omitempty"`
+	// ephemeralVolumes allows generic ephemeral volumes (each makes a
+	// PersistentVolumeClaim for the pod); the requester must be able to
+	// create PersistentVolumeClaims.
+	// +optional
+	EphemeralVolumes bool `json:"ephemeralVolumes,omitempty"`
 }
 
 // DegradedPosture is the stricter posture of a policy's runs while a

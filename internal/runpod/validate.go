@@ -25,6 +25,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
 // restricted is appended to every message about a value the restricted Pod
@@ -159,6 +161,7 @@ func validatePod(spec *corev1.PodSpec, p *field.Path, userNS bool) field.ErrorLi
 			errs = append(errs, forbid(vp, "volume type %s is not allowed; use configMap, csi, downwardAPI, emptyDir, "+
 				"ephemeral, image, persistentVolumeClaim, projected or secret", orUnknown(kind)))
 		}
+		errs = append(errs, validateProjection(spec.Volumes[i].Projected, p.Child("volumes").Index(i).Child("projected"))...)
 	}
 
 	sc := spec.SecurityContext
@@ -174,6 +177,30 @@ func validatePod(spec *corev1.PodSpec, p *field.Path, userNS bool) field.ErrorLi
 	for i, s := range sc.Sysctls {
 		if !safeSysctls.Has(s.Name) {
 			errs = append(errs, forbid(sp.Child("sysctls").Index(i).Child("name"), "%q is not a safe sysctl", s.Name))
+		}
+	}
+	return errs
+}
+
+// validateProjection forbids the projected sources that are credentials of
+// the pod's service account: a serviceAccountToken of any audience (the
+// default one is a working API-server token) and a podCertificate. Attempt
+// pods hold no API credential; Build projects the gateway token itself.
+func validateProjection(v *corev1.ProjectedVolumeSource, p *field.Path) field.ErrorList {
+	if v == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	for j, src := range v.Sources {
+		sp := p.Child("sources").Index(j)
+		if src.ServiceAccountToken != nil {
+			errs = append(errs, field.Forbidden(sp.Child("serviceAccountToken"),
+				"attempt pods hold no service account token: the operator projects the only one, of audience "+
+					gatewayapi.Audience+", into "+GatewayMountPath))
+		}
+		if src.PodCertificate != nil {
+			errs = append(errs, field.Forbidden(sp.Child("podCertificate"),
+				"attempt pods hold no credential of their service account; a pod certificate is one"))
 		}
 	}
 	return errs

@@ -50,6 +50,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/runpod"
 	"github.com/agentrun-dev/agentrun/internal/policy"
 )
 
@@ -357,7 +358,7 @@ func FuzzResearchRunAdmission(f *testing.F) {
 			Spec: v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "p"}}}
 		reader := fuzzReader(p, s)
 		mutator := runMutator{&ApprovalStamper{Clock: clocktesting.NewFakePassiveClock(fuzzNow)}, &TierDefaulter{Reader: reader}}
-		v := &ResearchRunValidator{Reader: reader}
+		v := &ResearchRunValidator{Reader: reader, Access: everyone{}}
 		obj := inNamespace(rawRun)
 		if obj == nil {
 			return
@@ -502,4 +503,12 @@ func child(parent any, key string) (any, error) {
 		return p[i], nil
 	}
 	return nil, fmt.Errorf("%q: not an object or array", key)
+}
+
+// everyone allows every access: the fuzz targets check admission's own
+// rules, not the API server's authorization.
+type everyone struct{}
+
+func (everyone) Allowed(context.Context, authenticationv1.UserInfo, string, runpod.Access) (bool, error) {
+	return true, nil
 }

@@ -52,7 +52,7 @@ func SetupResearchRunWebhookWithManager(mgr ctrl.Manager) error {
 	mgr.GetWebhookServer().Register("/mutate-agentrun-dev-v1alpha1-researchrun",
 		&webhook.Admission{Handler: runMutator{&ApprovalStamper{Clock: clock.RealClock{}}, &TierDefaulter{Reader: reader}}})
 	return ctrl.NewWebhookManagedBy(mgr, &v1alpha1.ResearchRun{}).
-		WithValidator(&ResearchRunValidator{Reader: reader}).
+		WithValidator(&ResearchRunValidator{Reader: reader, Access: SubjectAccessReviewer{Client: mgr.GetClient()}}).
 		Complete()
 }
 
@@ -133,9 +133,14 @@ func (s *ApprovalStamper) Handle(_ context.Context, req admission.Request) admis
 // attempts are within the policy's limits and its tier's caps (the tier
 // exists), the budget nothing defaults is set, the reserve is smaller than the
 // budget, and the pod template is a valid, restricted pod with at least one
-// container and no unknown fields. On update, the template is immutable.
+// container and no unknown fields, that names no Secret, claim, CSI driver
+// or ephemeral volume the policy's templateSources do not list, and nothing
+// the requester may not read themselves (Access). On update, the template is
+// immutable.
 type ResearchRunValidator struct {
 	Reader client.Reader
+	// Access checks the requester's own access to what the template names.
+	Access AccessReviewer
 }
 
 var _ admission.Validator[*v1alpha1.ResearchRun] = (*ResearchRunValidator)(nil)
@@ -265,8 +270,9 @@ func reserveErrors(run *v1alpha1.ResearchRun) field.ErrorList {
 	return errs
 }
 
-// referents checks the run's Session and RuntimePolicy exist and that the
-// run stays within the policy's limits and its tier.
+// referents checks the run's Session and RuntimePolicy exist, that the run
+// stays within the policy's limits and its tier, and that its template names
+// only what the policy and the requester's own access allow.
 func (v *ResearchRunValidator) referents(ctx context.Context, run *v1alpha1.ResearchRun) (field.ErrorList, error) {
 	spec := field.NewPath("spec")
 	s := &v1alpha1.Session{}
@@ -290,7 +296,12 @@ func (v *ResearchRunValidator) referents(ctx context.Context, run *v1alpha1.Rese
 	case err != nil:
 		return nil, apierrors.NewInternalError(fmt.Errorf("reading RuntimePolicy %q: %w", s.Spec.PolicyRef.Name, err))
 	}
-	return append(limitErrors(run, p), tierErrors(ctx, run, p)...), nil
+	errs := append(limitErrors(run, p), tierErrors(ctx, run, p)...)
+	srcErrs, err := v.sourceErrors(ctx, run, p)
+	if err != nil {
+		return nil, err
+	}
+	return append(errs, srcErrs...), nil
 }
 
 func limitErrors(run *v1alpha1.ResearchRun, p *v1alpha1.RuntimePolicy) field.ErrorList {
