@@ -555,10 +555,10 @@ func (r *ResearchRunReconciler) apply(ctx context.Context, run *v1alpha1.Researc
 	}
 
 	// Keep the attempt's view of the run (phase, zero grant) current when the
-	// decision names no attempt (ending, Terminated) — unless the run ended
-	// and its pod has stopped: nobody is left to read it (told).
-	told := d.Status.Phase == v1alpha1.PhaseTerminated && g.pod.Stopped()
-	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil && !told {
+	// decision names no attempt (ending, Terminated), even when its pod has
+	// stopped: the pod's token stays valid for up to an hour, and the
+	// gateway refuses a Terminated attempt only if the attempt says so.
+	if d.Attempt == 0 && g.current > 0 && g.attempts[g.current] != nil {
 		if err := r.syncAttemptSpec(ctx, run, g, g.attempts[g.current], d, ""); err != nil {
 			return fmt.Errorf("updating RunAttempt %s: %w", klog.KObj(g.attempts[g.current]), err)
 		}

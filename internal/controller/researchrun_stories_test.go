@@ -52,10 +52,16 @@ var _ = Describe("The termination owner", func() {
 		Expect(run.Status.Budget.Used).To(Equal(v1alpha1.Usage{ModelRequests: 3, ToolCalls: 2}))
 		Expect(w.phaseSequence("normal")).To(Equal([]v1alpha1.Phase{v1alpha1.PhaseRunning, v1alpha1.PhaseFinalizing, v1alpha1.PhaseTerminated}))
 		Expect(w.attempts("normal")).To(Equal([]int{1}))
-		// The attempt's pod has stopped: nobody is left to tell of the end,
-		// so the attempt keeps what it was last told (one write fewer).
+		// The attempt's pod has stopped, but its token stays valid for up to
+		// an hour: the attempt is told of the end anyway (Terminated, zero
+		// grant), so the gateway refuses it with run_terminated (security
+		// review 25, item 4), and is then left alone.
+		Eventually(func(g Gomega) {
+			ra := w.attempt("normal", 1)
+			g.Expect(ra.Spec.RunPhase).To(Equal(v1alpha1.PhaseTerminated))
+			g.Expect(ra.Spec.Grant).To(Equal(v1alpha1.Grant{}))
+		}, timeout, interval).Should(Succeed())
 		before := w.attempt("normal", 1)
-		Expect(before.Spec.RunPhase).To(Equal(v1alpha1.PhaseFinalizing))
 		Consistently(func() string { return w.attempt("normal", 1).ResourceVersion }, "500ms", interval).Should(Equal(before.ResourceVersion))
 	})
 
