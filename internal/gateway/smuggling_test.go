@@ -71,7 +71,7 @@ func TestModelDoorReservesEveryChoice(t *testing.T) {
 	_ = resp.Body.Close()
 	sent, _ := rec.last()
 	g.Expect(sent["max_tokens"]).To(BeNumerically(">", 0))
-	g.Expect(16*sent["max_tokens"].(float64) + float64(len(body))).To(BeNumerically("<=", 10000),
+	g.Expect(16*sent["max_tokens"].(float64)+float64(len(body))).To(BeNumerically("<=", 10000),
 		"16 choices of max_tokens each fit the grant with the prompt")
 
 	for _, n := range []string{"17", "0", "-1", `"2"`} {

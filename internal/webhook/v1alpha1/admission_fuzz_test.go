@@ -50,8 +50,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/internal/runpod"
 	"github.com/agentrun-dev/agentrun/internal/policy"
+	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
 // fuzzNow is the fuzzed webhooks' clock.
