@@ -246,7 +246,7 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 	case len(body) > maxModelBody:
 		return nil, errInvalid("", fmt.Sprintf("the request body exceeds %d bytes", maxModelBody))
 	}
-	c := &chatRequest{body: body, tokensField: "max_tokens", choices: 1}
+	c := &chatRequest{body: body, tokensField: fieldMaxTokens, choices: 1}
 	if err := json.Unmarshal(body, &c.fields); err != nil || c.fields == nil {
 		return nil, errInvalid("", "the body must be a JSON object (a chat completion request)")
 	}
@@ -277,8 +277,8 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 	if raw, ok := c.fields["stream"]; ok && json.Unmarshal(raw, &c.stream) != nil {
 		return nil, errInvalid("stream", "stream must be a boolean")
 	}
-	if _, ok := c.fields["max_completion_tokens"]; ok {
-		c.tokensField = "max_completion_tokens"
+	if _, ok := c.fields[fieldMaxCompletionTokens]; ok {
+		c.tokensField = fieldMaxCompletionTokens
 	}
 	// A provider may read either field as the completion's cap: the request
 	// asks for the smaller of those it sets.
@@ -300,7 +300,7 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 
 // chatControlled are the fields of a chat request the gateway reads or
 // rewrites; maxChoices bounds n.
-var chatControlled = []string{fieldModel, "messages", "stream", "stream_options", "max_tokens", "max_completion_tokens", "n"}
+var chatControlled = []string{fieldModel, "messages", "stream", "stream_options", fieldMaxTokens, fieldMaxCompletionTokens, "n"}
 
 const maxChoices = 16
 
@@ -324,7 +324,7 @@ func refuseFoldedKeys(fields map[string]json.RawMessage, controlled []string, pr
 
 // tokenCapFields are the request fields a provider reads as the
 // completion's token cap.
-var tokenCapFields = []string{"max_tokens", "max_completion_tokens"}
+var tokenCapFields = []string{fieldMaxTokens, fieldMaxCompletionTokens}
 
 // jsonNull is a JSON null: a field set to null is not set.
 const jsonNull = "null"
@@ -363,7 +363,11 @@ func (c *chatRequest) upstreamBody(m v1alpha1.Model, maxTokens int64) ([]byte, b
 	return out, clientUsage
 }
 
-const fieldModel = "model"
+const (
+	fieldModel               = "model"
+	fieldMaxTokens           = "max_tokens"
+	fieldMaxCompletionTokens = "max_completion_tokens"
+)
 
 // chatCompletions serves POST /v1/chat/completions.
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *keeper) {

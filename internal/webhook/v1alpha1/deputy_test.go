@@ -29,7 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
-	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/test/utils"
 )
 
@@ -52,21 +52,21 @@ func runEditor(ns, user string) {
 }
 
 // allowSources sets the policy's templateSources.
-func allowSources(ns string, sources v1.TemplateSources) {
+func allowSources(ns string, sources v1alpha1.TemplateSources) {
 	GinkgoHelper()
-	p := &v1.RuntimePolicy{}
+	p := &v1alpha1.RuntimePolicy{}
 	Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, p)).To(Succeed())
 	p.Spec.TemplateSources = sources
 	Expect(admin.Update(ctx, p)).To(Succeed())
 	// The webhook reads the policy from the manager's cache.
 	Eventually(func(g Gomega) {
-		got := &v1.RuntimePolicy{}
+		got := &v1alpha1.RuntimePolicy{}
 		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, got)).To(Succeed())
 		g.Expect(got.Spec.TemplateSources).To(Equal(sources))
 	}, timeout, interval).Should(Succeed())
 }
 
-func withSecretVolume(run *v1.ResearchRun, secret string) *v1.ResearchRun {
+func withSecretVolume(run *v1alpha1.ResearchRun, secret string) *v1alpha1.ResearchRun {
 	run.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "key", VolumeSource: corev1.VolumeSource{
 		Secret: &corev1.SecretVolumeSource{SecretName: secret}}}}
 	run.Spec.Template.Spec.Containers[0].VolumeMounts = []corev1.VolumeMount{{Name: "key", MountPath: "/key"}}
@@ -92,7 +92,7 @@ var _ = Describe("The pod template is no confused deputy", func() {
 			"spec.templateSources.secrets")
 
 		By("listed, but eve may not get it: refused, naming eve and the access")
-		allowSources(ns, v1.TemplateSources{Secrets: []string{"provider-key"}})
+		allowSources(ns, v1alpha1.TemplateSources{Secrets: []string{"provider-key"}})
 		rejected(as(eve).Create(ctx, withSecretVolume(newRun(ns, "r1"), "provider-key")),
 			"spec.template.spec.volumes[0].secret.secretName", eve, `get secrets "provider-key"`)
 
@@ -131,13 +131,13 @@ var _ = Describe("The pod template is no confused deputy", func() {
 			"spec.template.spec.volumes[0].persistentVolumeClaim.claimName", "spec.templateSources.persistentVolumeClaims",
 			"spec.template.spec.volumes[1].csi.driver", "spec.templateSources.csiDrivers",
 			"spec.template.spec.volumes[2].ephemeral", "spec.templateSources.ephemeralVolumes")
-		allowSources(ns, v1.TemplateSources{PersistentVolumeClaims: []string{"*"}, CSIDrivers: []string{"secrets-store.csi.k8s.io"}, EphemeralVolumes: true})
+		allowSources(ns, v1alpha1.TemplateSources{PersistentVolumeClaims: []string{"*"}, CSIDrivers: []string{"secrets-store.csi.k8s.io"}, EphemeralVolumes: true})
 		Expect(admin.Create(ctx, run.DeepCopy())).To(Succeed())
 	})
 
 	It("never lets a template project a service account token, whatever the policy allows", func() {
 		ns := setup()
-		allowSources(ns, v1.TemplateSources{Secrets: []string{"*"}, PersistentVolumeClaims: []string{"*"}, EphemeralVolumes: true})
+		allowSources(ns, v1alpha1.TemplateSources{Secrets: []string{"*"}, PersistentVolumeClaims: []string{"*"}, EphemeralVolumes: true})
 		run := newRun(ns, "r")
 		run.Spec.Template.Spec.Volumes = []corev1.Volume{{Name: "kube", VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
 			Sources: []corev1.VolumeProjection{{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token"}}}}}}}

@@ -45,12 +45,12 @@ var _ admission.Validator[*v1alpha1.RuntimePolicy] = (*RuntimePolicyValidator)(n
 
 // ValidateCreate validates a new policy.
 func (v *RuntimePolicyValidator) ValidateCreate(_ context.Context, obj *v1alpha1.RuntimePolicy) (admission.Warnings, error) {
-	return nil, validatePolicy(obj)
+	return policy.Warnings(&obj.Spec), validatePolicy(obj)
 }
 
 // ValidateUpdate validates a changed policy.
 func (v *RuntimePolicyValidator) ValidateUpdate(_ context.Context, _, obj *v1alpha1.RuntimePolicy) (admission.Warnings, error) {
-	return nil, validatePolicy(obj)
+	return policy.Warnings(&obj.Spec), validatePolicy(obj)
 }
 
 // ValidateDelete allows deletion.
