@@ -69,8 +69,8 @@ type Grant struct {
 	// reserve, in Finalizing, is the output reserve this finalization grants
 	// on top of the attempt's usage. The counters above add it to the usage
 	// the operator last saw; the gateway serves at least its own count when it
-	// learns of Finalizing plus the reserve, so calls it admitted under the
-	// running grant in between do not eat the reserve.
+	// learns of Finalizing (status.finalizeBase) plus the reserve, so calls it
+	// admitted under the running grant in between do not eat the reserve.
 	// +optional
 	Reserve *Usage `json:"reserve,omitempty"`
 }
@@ -338,6 +338,7 @@ type Publication struct {
 // log. agentrun-gateway is their one author (usage from what it dispatched,
 // the rest from what the attempt's pod reports through it); only the gateway
 // and the operator may write it.
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.finalizeBase) || (has(self.finalizeBase) && self.finalizeBase == oldSelf.finalizeBase)",message="status.finalizeBase is recorded once and cannot change"
 type RunAttemptStatus struct {
 	// observedGeneration is the spec generation the agent last read.
 	// +optional
@@ -345,6 +346,14 @@ type RunAttemptStatus struct {
 	// usage is the attempt's monotonic usage counters.
 	// +optional
 	Usage Usage `json:"usage,omitzero"`
+	// finalizeBase is the attempt's usage when the gateway first served it as
+	// finalizing: spec.grant.reserve is served on top of it, once. The
+	// gateway records it (durably, before it admits anything under the
+	// reserve) and never changes it; a restarted gateway takes it from here,
+	// and the operator judges the attempt's usage against the same grant
+	// (lifecycle.EffectiveGrant).
+	// +optional
+	FinalizeBase *Usage `json:"finalizeBase,omitempty"`
 	// steps is the attempt's monotonic step counter.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -852,6 +852,11 @@ func (in *RunAttemptSpec) DeepCopy() *RunAttemptSpec {
 func (in *RunAttemptStatus) DeepCopyInto(out *RunAttemptStatus) {
 	*out = *in
 	out.Usage = in.Usage
+	if in.FinalizeBase != nil {
+		in, out := &in.FinalizeBase, &out.FinalizeBase
+		*out = new(Usage)
+		**out = **in
+	}
 	if in.Calls != nil {
 		in, out := &in.Calls, &out.Calls
 		*out = make([]CallCount, len(*in))

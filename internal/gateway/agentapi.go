@@ -431,14 +431,17 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	}
 	k.calls[call.ID] = ad
 	if entry.Effect == v1alpha1.EffectNone {
-		if !k.g.opts.DurableAdmission {
+		target := k.baseUnwrittenLocked()
+		if k.g.opts.DurableAdmission {
+			k.markLocked(true)
+			target = k.seq
+		} else {
 			k.markLocked(false)
-			k.mu.Unlock()
+		}
+		k.mu.Unlock()
+		if target == 0 {
 			return call, entry, nil
 		}
-		k.markLocked(true)
-		target := k.seq
-		k.mu.Unlock()
 		if err := k.waitWritten(ctx, target); err != nil {
 			return call, entry, errNotPersisted(fmt.Sprintf("the admission of %s %s could not be made durable, so the call must not be dispatched: %v",
 				req.tool, call.ID, err))

@@ -211,3 +211,39 @@ func TestARefusalOnTheGrantWaitsForItsCounts(t *testing.T) {
 	g.Expect(model().status).To(Equal(http.StatusTooManyRequests), "the successor resumes from the written counts")
 	g.Expect(e.Upstream.Requests.Load()).To(BeEquivalentTo(2))
 }
+
+// TestTheReserveIsServedOnceAcrossARestart: the usage the reserve is served
+// on top of is a fact the gateway records durably when it first serves the
+// reserve, not a value a restarted gateway re-derives from its own count (it
+// would then serve the whole reserve again on top of what the first process
+// served from it). Issue 29, reproduced by a review: a finalize-only grant of
+// 2 served 2 requests, then 2 more after a restart.
+func TestTheReserveIsServedOnceAcrossARestart(t *testing.T) {
+	g := NewWithT(t)
+	e := gatewaytest.Start(t, gatewaytest.Options{
+		FlushInterval: 20 * time.Millisecond,
+		Mutate:        func(ra *v1alpha1.RunAttempt) { ra.Spec.Grant.ModelRequests = 3 },
+	})
+	model := func() int {
+		return as(t, e, http.MethodPost, gatewayapi.ModelPathPrefix+"/chat/completions", chatTurn(upstream.Turn{Say: "ok", Tokens: 3})).status
+	}
+	g.Expect(model()).To(Equal(http.StatusOK))
+	g.Expect(model()).To(Equal(http.StatusOK))
+	// The operator finalizes on those 2 requests with a reserve of 2.
+	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
+		s.RunPhase = v1alpha1.PhaseFinalizing
+		s.Grant = v1alpha1.Grant{ModelRequests: 4, ToolCalls: 1, FinalizeOnly: true,
+			Reserve: &v1alpha1.Usage{ModelRequests: 2}}
+	})
+	g.Expect(model()).To(Equal(http.StatusOK), "the reserve's first request")
+	g.Expect(model()).To(Equal(http.StatusOK), "the reserve's second request")
+	g.Expect(model()).To(Equal(http.StatusTooManyRequests), "the reserve is used up")
+	g.Eventually(func() int64 { return e.Status().Usage.ModelRequests }).Should(BeEquivalentTo(4), "the counts are written")
+	g.Expect(e.Status().FinalizeBase).To(Equal(&v1alpha1.Usage{ModelRequests: 2, Tokens: 6}),
+		"the base the reserve is served on is on the RunAttempt")
+
+	e.Crash()
+	e.Restart()
+	g.Expect(model()).To(Equal(http.StatusTooManyRequests), "a restarted gateway does not serve the reserve again")
+	g.Expect(e.Upstream.Requests.Load()).To(BeEquivalentTo(4))
+}

@@ -68,6 +68,9 @@ type facts struct {
 	finishProposed   bool
 	publication      v1alpha1.Publication
 	checkpoint       string
+	// finalizeBase is the usage the reserve is served on top of, recorded
+	// once when the attempt is first served as finalizing.
+	finalizeBase *v1alpha1.Usage
 	// securityPosture is this gateway's: not seeded from an earlier
 	// process, which had its own evidence.
 	securityPosture *v1alpha1.SecurityPosture
@@ -89,6 +92,7 @@ func (f *facts) seed(s v1alpha1.RunAttemptStatus) {
 	f.finishProposed = s.FinishProposed
 	f.publication = s.Publication
 	f.checkpoint = s.Checkpoint
+	f.finalizeBase = s.FinalizeBase.DeepCopy()
 }
 
 // countCall counts one dispatched call of fingerprint.
@@ -210,6 +214,7 @@ func (f *facts) render() v1alpha1.RunAttemptStatus {
 		FinishProposed:   f.finishProposed,
 		Publication:      f.publication,
 		Checkpoint:       f.checkpoint,
+		FinalizeBase:     f.finalizeBase.DeepCopy(),
 		SecurityPosture:  f.securityPosture.DeepCopy(),
 	}
 }

@@ -34,6 +34,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
+	"github.com/agentrun-dev/agentrun/internal/lifecycle"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -63,9 +64,10 @@ type keeper struct {
 	obj    *v1alpha1.RunAttempt // metadata and spec; status is never read back after seeding
 	facts  facts
 	tokens int64 // tokens reserved by model requests under way
-	// finBase is the usage this gateway had counted when it learned the
-	// attempt is finalizing: the reserve is served on top of it.
-	finBase *v1alpha1.Usage
+	// baseSeq is the version of the facts that recorded the finalize base
+	// (facts.finalizeBase): nothing is dispatched under the reserve before
+	// it is durable.
+	baseSeq uint64
 	calls   map[string]*admitted
 	// approvalSince is when each pending approval request was first made
 	// (its expiry runs from there, across reports of the same call).
@@ -161,36 +163,31 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 }
 
 // noteFinalizingLocked records the usage the reserve is served on top of,
-// the first time the spec says Finalizing with a reserve.
+// the first time the spec says Finalizing with a reserve: a fact, written at
+// once and taken over by a restarted gateway, so the reserve is served once.
 func (k *keeper) noteFinalizingLocked() {
 	g := k.obj.Spec.Grant
-	switch {
-	case !g.FinalizeOnly || g.Reserve == nil:
-		k.finBase = nil
-	case k.finBase == nil:
-		base := k.facts.usage
-		k.finBase = &base
+	if !g.FinalizeOnly || g.Reserve == nil || k.facts.finalizeBase != nil {
+		return
 	}
+	base := k.facts.usage
+	k.facts.finalizeBase = &base
+	k.markLocked(true)
+	k.baseSeq = k.seq
 }
 
-// grantLocked is the grant the gateway enforces: the spec's, and in
-// Finalizing at least the reserve on top of what this gateway had counted
-// when it learned of Finalizing — calls it admitted under the running grant
-// after the operator's decision do not eat the reserve. That never exceeds
-// the budget: those calls were within the working allowance.
+// baseUnwrittenLocked is the version to wait for before dispatching under
+// the grant: the finalize base's, until it is durable; else 0.
+func (k *keeper) baseUnwrittenLocked() uint64 {
+	if k.baseSeq > k.written {
+		return k.baseSeq
+	}
+	return 0
+}
+
+// grantLocked is the grant the gateway enforces (lifecycle.EffectiveGrant).
 func (k *keeper) grantLocked() v1alpha1.Grant {
-	g := k.obj.Spec.Grant
-	if k.finBase == nil || g.Reserve == nil {
-		return g
-	}
-	b, r := *k.finBase, *g.Reserve
-	g.ModelRequests = max(g.ModelRequests, b.ModelRequests+r.ModelRequests)
-	g.ToolCalls = max(g.ToolCalls, b.ToolCalls+r.ToolCalls)
-	if g.Tokens != nil {
-		t := max(*g.Tokens, b.Tokens+r.Tokens)
-		g.Tokens = &t
-	}
-	return g
+	return lifecycle.EffectiveGrant(k.obj.Spec.Grant, k.facts.finalizeBase)
 }
 
 // run writes the facts when they are due, until ctx ends.
@@ -502,6 +499,12 @@ func (k *keeper) applySpec(obj *v1alpha1.RunAttempt) {
 	}
 	changed := k.obj == nil || !equality.Semantic.DeepEqual(k.obj.Spec, obj.Spec)
 	k.observeLivenessLocked(obj.Status.Liveness)
+	// A recorded finalize base is a fact that wins over one this keeper
+	// noted but could not write (it was seeded from a stale copy): nothing
+	// was dispatched under its own before it was durable.
+	if b := obj.Status.FinalizeBase; b != nil && (k.facts.finalizeBase == nil || *b != *k.facts.finalizeBase) {
+		k.facts.finalizeBase = b.DeepCopy()
+	}
 	k.obj = obj.DeepCopy()
 	k.obj.Status = v1alpha1.RunAttemptStatus{}
 	k.noteFinalizingLocked()

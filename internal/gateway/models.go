@@ -168,7 +168,7 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 		return t, mt, k.seq, nil
 	}
 	k.markLocked(false)
-	return t, mt, 0, nil
+	return t, mt, k.baseUnwrittenLocked(), nil
 }
 
 // settle ends a model request: the reservation is released and the tokens

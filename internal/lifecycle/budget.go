@@ -210,10 +210,17 @@ func (f *facts) overGrant() string {
 	ft := f.in.Status.FinalizingTime
 	if ft == nil || a.facts.Created.Before(ft.Time) || a.n == 1 {
 		w := f.runningGrant(a)
-		if r := g.Reserve; r != nil {
-			// The gateway serves the reserve on top of what it had admitted
-			// under the running grant when it learned of Finalizing: at
-			// most the working allowance plus the reserve.
+		switch r, base := g.Reserve, a.facts.Status.FinalizeBase; {
+		case r != nil && base != nil:
+			// The gateway serves the reserve on top of the base it
+			// recorded before it served any of it: the same grant it
+			// admits by.
+			w = EffectiveGrant(g, base)
+		case r != nil:
+			// A gateway that records no base (an older one) serves the
+			// reserve on top of what it had admitted under the running
+			// grant when it learned of Finalizing: at most the working
+			// allowance plus the reserve.
 			w = f.grant(nonNeg(sub(add(f.lim.working(), *r), sub(f.used, a.own))), false)
 		}
 		g.ModelRequests = max(g.ModelRequests, w.ModelRequests)

@@ -343,6 +343,30 @@ var _ = Describe("RunAttempt rules", func() {
 		Expect(k8s.Update(ctx, ra)).To(Succeed())
 	})
 
+	It("records status.finalizeBase once", func() {
+		ns := newNamespace()
+		ra := &v1alpha1.RunAttempt{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "r-1"},
+			Spec:       v1alpha1.RunAttemptSpec{RunName: "r", Attempt: 1},
+		}
+		Expect(k8s.Create(ctx, ra)).To(Succeed())
+		ra.Status.Usage = v1alpha1.Usage{ModelRequests: 3}
+		Expect(k8s.Status().Update(ctx, ra)).To(Succeed(), "no base yet: counters move freely")
+		ra.Status.FinalizeBase = &v1alpha1.Usage{ModelRequests: 3}
+		ra.Status.Usage.ModelRequests = 4
+		Expect(k8s.Status().Update(ctx, ra)).To(Succeed(), "the base is recorded")
+
+		moved := ra.DeepCopy()
+		moved.Status.FinalizeBase = &v1alpha1.Usage{ModelRequests: 4}
+		expectRejected(k8s.Status().Update(ctx, moved), "status.finalizeBase is recorded once and cannot change")
+		removed := ra.DeepCopy()
+		removed.Status.FinalizeBase = nil
+		expectRejected(k8s.Status().Update(ctx, removed), "status.finalizeBase is recorded once and cannot change")
+
+		ra.Status.Usage.ModelRequests = 5
+		Expect(k8s.Status().Update(ctx, ra)).To(Succeed(), "the counters go on past the base")
+	})
+
 	It("bounds the fact lists", func() {
 		ns := newNamespace()
 		ra := &v1alpha1.RunAttempt{
