@@ -296,6 +296,43 @@ type Fault struct {
 	Escalated bool `json:"escalated,omitempty"`
 }
 
+// BudgetUnit names a unit of a budget.
+// +kubebuilder:validation:Enum=ModelRequests;ToolCalls;Tokens
+type BudgetUnit string
+
+// Budget units.
+const (
+	// BudgetUnitModelRequests counts model requests.
+	BudgetUnitModelRequests BudgetUnit = "ModelRequests"
+	// BudgetUnitToolCalls counts tool calls.
+	BudgetUnitToolCalls BudgetUnit = "ToolCalls"
+	// BudgetUnitTokens counts model tokens.
+	BudgetUnitTokens BudgetUnit = "Tokens"
+)
+
+// GrantExhaustion is a request refused on an attempt's working grant.
+type GrantExhaustion struct {
+	// unit is the unit the request did not fit in.
+	// +required
+	Unit BudgetUnit `json:"unit"`
+	// used is the attempt's usage of that unit when it was refused
+	// (for tokens, with the reservations of requests under way).
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Used int64 `json:"used,omitempty"`
+	// granted is the attempt's grant of that unit.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	Granted int64 `json:"granted,omitempty"`
+	// message is the refusal as the agent was told it.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Message string `json:"message,omitempty"`
+	// time of the refusal.
+	// +optional
+	Time *metav1.Time `json:"time,omitempty"`
+}
+
 // Advice is a counted advisory fact (reviewer, stop hook). Advice is recorded
 // and never blocks, delays or extends a run.
 type Advice struct {
@@ -354,6 +391,13 @@ type RunAttemptStatus struct {
 	// (lifecycle.EffectiveGrant).
 	// +optional
 	FinalizeBase *Usage `json:"finalizeBase,omitempty"`
+	// grantExhausted is the gateway's refusal of a request on this attempt's
+	// working grant: the fact the termination owner decides exhaustion from,
+	// with the counts it was decided on. It covers what the counters alone
+	// do not show: a token grant with tokens left, but too few for any
+	// request's bound. The first refusal is kept.
+	// +optional
+	GrantExhausted *GrantExhaustion `json:"grantExhausted,omitempty"`
 	// steps is the attempt's monotonic step counter.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -36,6 +36,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 	"github.com/agentrun-dev/agentrun/pkg/permission"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // maxBody bounds an agent API request body.
@@ -508,9 +509,27 @@ func (k *keeper) checkToolLocked(tool, fingerprint string) (v1alpha1.Tool, *apiE
 		}
 	}
 	if u, gr := k.facts.usage.ToolCalls, k.grantLocked().ToolCalls; u >= gr {
-		return entry, grantRefusal(fin, fmt.Sprintf("%d/%d tool calls", u, gr))
+		return entry, k.grantRefusalLocked(fin, v1alpha1.BudgetUnitToolCalls, u, gr, fmt.Sprintf("%d/%d tool calls", u, gr))
 	}
 	return entry, nil
+}
+
+// grantRefusalLocked refuses a call beyond the grant, with the numbers. A
+// refusal on the working grant is also a fact, the attempt's exhaustion,
+// written at once (durableRefusal waits for it): the termination owner
+// decides from it, since counts alone do not show a token grant too small
+// for any request's bound. The first refusal is kept.
+func (k *keeper) grantRefusalLocked(finalizing bool, unit v1alpha1.BudgetUnit, used, granted int64, detail string) *apiError {
+	e := grantRefusal(finalizing, detail)
+	if !finalizing && k.facts.grantExhausted == nil {
+		k.facts.grantExhausted = &v1alpha1.GrantExhaustion{
+			Unit: unit, Used: max(used, 0), Granted: max(granted, 0),
+			Message: textutil.Truncate(e.body.Message, maxMessage), Time: &metav1.Time{Time: k.g.clock.Now()},
+		}
+		k.markLocked(true)
+		k.exhaustedSeq = k.seq
+	}
+	return e
 }
 
 // grantRefusal is the refusal of a call beyond the grant, with the numbers.
@@ -542,7 +561,7 @@ func (k *keeper) durableRefusal(ctx context.Context, e *apiError) *apiError {
 	}
 	k.mu.Lock()
 	target := k.seq
-	durable := k.writtenUsage == k.facts.usage
+	durable := k.writtenUsage == k.facts.usage && k.exhaustedSeq <= k.written
 	k.mu.Unlock()
 	if durable {
 		return e

@@ -71,6 +71,8 @@ type facts struct {
 	// finalizeBase is the usage the reserve is served on top of, recorded
 	// once when the attempt is first served as finalizing.
 	finalizeBase *v1alpha1.Usage
+	// grantExhausted is the first refusal on the working grant.
+	grantExhausted *v1alpha1.GrantExhaustion
 	// securityPosture is this gateway's: not seeded from an earlier
 	// process, which had its own evidence.
 	securityPosture *v1alpha1.SecurityPosture
@@ -93,6 +95,7 @@ func (f *facts) seed(s v1alpha1.RunAttemptStatus) {
 	f.publication = s.Publication
 	f.checkpoint = s.Checkpoint
 	f.finalizeBase = s.FinalizeBase.DeepCopy()
+	f.grantExhausted = s.GrantExhausted.DeepCopy()
 }
 
 // countCall counts one dispatched call of fingerprint.
@@ -215,6 +218,7 @@ func (f *facts) render() v1alpha1.RunAttemptStatus {
 		Publication:      f.publication,
 		Checkpoint:       f.checkpoint,
 		FinalizeBase:     f.finalizeBase.DeepCopy(),
+		GrantExhausted:   f.grantExhausted.DeepCopy(),
 		SecurityPosture:  f.securityPosture.DeepCopy(),
 	}
 }

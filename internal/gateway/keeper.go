@@ -68,7 +68,10 @@ type keeper struct {
 	// (facts.finalizeBase): nothing is dispatched under the reserve before
 	// it is durable.
 	baseSeq uint64
-	calls   map[string]*admitted
+	// exhaustedSeq is the version of the facts that recorded the grant's
+	// exhaustion (facts.grantExhausted).
+	exhaustedSeq uint64
+	calls        map[string]*admitted
 	// approvalSince is when each pending approval request was first made
 	// (its expiry runs from there, across reports of the same call).
 	approvalSince map[string]time.Time

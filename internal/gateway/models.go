@@ -140,7 +140,8 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 	gr, u := k.grantLocked(), k.facts.usage
 	fin := isFinalizing(spec)
 	if u.ModelRequests >= gr.ModelRequests {
-		return nil, 0, 0, grantRefusal(fin, fmt.Sprintf("%d/%d model requests", u.ModelRequests, gr.ModelRequests))
+		return nil, 0, 0, k.grantRefusalLocked(fin, v1alpha1.BudgetUnitModelRequests, u.ModelRequests, gr.ModelRequests,
+			fmt.Sprintf("%d/%d model requests", u.ModelRequests, gr.ModelRequests))
 	}
 	mt := requested
 	if capTokens != nil && (mt <= 0 || mt > *capTokens) {
@@ -151,7 +152,7 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 		remaining := *gr.Tokens - u.Tokens - k.tokens
 		room := (remaining - promptBound) / max(choices, 1)
 		if room < 1 {
-			return nil, 0, 0, grantRefusal(fin, fmt.Sprintf(
+			return nil, 0, 0, k.grantRefusalLocked(fin, v1alpha1.BudgetUnitTokens, u.Tokens+k.tokens, *gr.Tokens, fmt.Sprintf(
 				"%d/%d tokens (%d reserved by requests under way; this request's prompt may use up to %d, and each of its %d choices at least 1)",
 				u.Tokens, *gr.Tokens, k.tokens, promptBound, max(choices, 1)))
 		}

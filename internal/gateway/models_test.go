@@ -247,6 +247,20 @@ func TestModelDoorReservesTokensSoNoRequestCrossesTheGrant(t *testing.T) {
 	eb := errorBody(g, resp)
 	g.Expect(eb.Code).To(Equal(gatewayapi.CodeGrantExhausted))
 	g.Expect(eb.Message).To(ContainSubstring("310/1000 tokens"))
+
+	// With 690 tokens left the grant is not used up by the counters, but no
+	// request like this one fits: the refusal is the attempt's exhaustion,
+	// on the RunAttempt before the agent is told (issue 29: the operator saw
+	// 310 < 1000 and the run waited for its deadline).
+	x := e.Status().GrantExhausted
+	g.Expect(x).NotTo(BeNil(), "the refusal was written before it was answered")
+	g.Expect(*x).To(And(HaveField("Unit", v1alpha1.BudgetUnitTokens), HaveField("Used", BeEquivalentTo(310)),
+		HaveField("Granted", BeEquivalentTo(1000)), HaveField("Message", ContainSubstring("310/1000 tokens"))))
+	writes := e.Writes.Load()
+	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, big)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
+	_ = resp.Body.Close()
+	g.Expect(e.Writes.Load()).To(Equal(writes), "the first refusal is kept: a repeated one writes nothing")
 }
 
 func TestModelDoorSwapsInTheDegradedModel(t *testing.T) {

@@ -846,6 +846,23 @@ func decideCases() map[string]decideCase {
 				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonBudgetExhausted), readyFinal}},
 			message: "working budget exhausted at 40/40 model requests; finalizing from the reserve of 2 model requests and 2 tool calls",
 		},
+		"gate: a request the gateway refused on the working grant exhausts it, whatever the counters say": {
+			// 2,774 of 2,900 working tokens: below the limit, but the
+			// gateway refused a request whose bound no longer fits. Without
+			// this fact the run waited, told to stop, until its deadline.
+			in: with(runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: v1alpha1.Usage{ModelRequests: 6, Tokens: 2774},
+				Steps: 6, LastProgressStep: 6,
+				GrantExhausted: &v1alpha1.GrantExhaustion{Unit: v1alpha1.BudgetUnitTokens, Used: 2774, Granted: 2900}})),
+				func(in *Input) {
+					in.Spec.Budget.Tokens = new(int64(3000))
+					in.Spec.Budget.OutputReserve.Tokens = 100
+					in.Attempts[0].Grant.Tokens = new(int64(2900))
+				}),
+			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,
+				Grant: v1alpha1.Grant{ModelRequests: 8, ToolCalls: 2, Tokens: new(int64(2874)), FinalizeOnly: true}, RequeueAfter: 60 * time.Second,
+				Events: []string{evFinalizing}, Conditions: []string{finalizingFor(v1alpha1.ReasonBudgetExhausted), readyFinal}},
+			message: "working budget exhausted: the gateway refused attempt 1 a request at 2774/2900 tokens of its grant; finalizing from the reserve",
+		},
 		"gate: working tool calls exhausted": {
 			in: runningAt(time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(4, 18)})),
 			want: outcome{Rung: rungGates, Phase: finalizing, Reason: v1alpha1.ReasonBudgetExhausted, StatusAttempt: 1, Attempt: 1,

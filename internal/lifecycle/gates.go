@@ -56,6 +56,17 @@ func (f *facts) readings(a attempt) []reading {
 	if f.lim.tokens {
 		rs = append(rs, budget("tokens", f.used.Tokens, w.Tokens))
 	}
+	if x := a.facts.Status.GrantExhausted; x != nil && !a.facts.Grant.FinalizeOnly {
+		// The gateway refused a request on the working grant: exhaustion is
+		// that fact, whatever the counters say (a token grant can have
+		// tokens left and still fit no request's bound).
+		what := unitName(x.Unit)
+		rs = append(rs, reading{
+			gate: v1alpha1.GateBudget, reason: v1alpha1.ReasonBudgetExhausted, value: 1, limit: 1,
+			state: fmt.Sprintf("a request refused at %d/%d %s", x.Used, x.Granted, what),
+			cause: fmt.Sprintf("working budget exhausted: the gateway refused attempt %d a request at %d/%d %s of its grant", a.n, x.Used, x.Granted, what),
+		})
+	}
 	if f.startTime != nil {
 		elapsed := f.now.Sub(f.startTime.Time)
 		rs = append(rs, reading{
@@ -84,6 +95,17 @@ func (f *facts) readings(a attempt) []reading {
 		cause: fmt.Sprintf("no progress for %d/%d steps", idle, idleLimit),
 	})
 	return rs
+}
+
+// unitName is how a message names a budget unit.
+func unitName(u v1alpha1.BudgetUnit) string {
+	switch u {
+	case v1alpha1.BudgetUnitModelRequests:
+		return "model requests"
+	case v1alpha1.BudgetUnitToolCalls:
+		return "tool calls"
+	}
+	return "tokens"
 }
 
 func toolPrefix(tool string) string {
