@@ -23,6 +23,7 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,7 +125,7 @@ func matchRules(rules []allowRule, u *url.URL) string {
 	}
 	port := effectivePort(u)
 	for _, r := range rules {
-		if r.port == "" && !contains(defaultPorts, port) || r.port != "" && r.port != port {
+		if r.port == "" && !slices.Contains(defaultPorts, port) || r.port != "" && r.port != port {
 			continue
 		}
 		switch {
@@ -154,15 +155,6 @@ func effectivePort(u *url.URL) string {
 // hostPort is u's host with its effective port, for messages.
 func hostPort(u *url.URL) string { return net.JoinHostPort(u.Hostname(), effectivePort(u)) }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
-}
-
 // namedAddresses are the addresses the rules name, each with its port
 // ("" for 80 and 443).
 func namedAddresses(rules []allowRule) []namedAddress {
@@ -184,7 +176,7 @@ type namedAddress struct {
 // allows reports whether the rule lets a connection go to ap.
 func (n namedAddress) allows(ap netip.AddrPort) bool {
 	port := strconv.Itoa(int(ap.Port()))
-	return n.prefix.Contains(ap.Addr()) && (n.port == port || n.port == "" && contains(defaultPorts, port))
+	return n.prefix.Contains(ap.Addr()) && (n.port == port || n.port == "" && slices.Contains(defaultPorts, port))
 }
 
 // errAddressRefused is a connection the address guard refused.
