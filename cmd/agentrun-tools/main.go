@@ -31,6 +31,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strings"
@@ -71,13 +72,17 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	fs.SetOutput(stderr)
 	var (
 		listen, fakeConfig, tokenFile string
-		allow                         listFlag
+		allow, clusterCIDRs           listFlag
 		httpGet                       bool
 		fetchTimeout, grace           time.Duration
 	)
 	fs.StringVar(&listen, "listen", ":8080", "address to serve MCP (/mcp), /healthz, /readyz and, with a fake, /calls on")
 	fs.Var(&allow, "allow-host",
-		"a host http.get may fetch: host, host:port or *.domain (repeatable, or comma-separated); none allows nothing")
+		"a rule of what http.get may fetch: host, host:port, *.domain, an address (ip, ip:port) or a CIDR; a rule "+
+			"without a port allows 80 and 443 (repeatable, or comma-separated); none allows nothing")
+	fs.Var(&clusterCIDRs, "cluster-cidr",
+		"a pod or service CIDR of the cluster, refused to http.get like loopback, link-local and private addresses "+
+			"unless an --allow-host rule names it (repeatable, or comma-separated)")
 	fs.BoolVar(&httpGet, "http-get", true, "serve the http.get tool")
 	fs.DurationVar(&fetchTimeout, "fetch-timeout", 20*time.Second, "bound of one http.get fetch")
 	fs.StringVar(&fakeConfig, "fake-config", "",
@@ -95,7 +100,15 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 
 	opts := toolserver.Options{Version: "dev"}
 	if httpGet {
-		opts.HTTPGet = &toolserver.HTTPGetOptions{AllowHosts: allow, Timeout: fetchTimeout}
+		cidrs := make([]netip.Prefix, 0, len(clusterCIDRs))
+		for _, c := range clusterCIDRs {
+			p, err := netip.ParsePrefix(c)
+			if err != nil {
+				return fmt.Errorf("--cluster-cidr %q: want a CIDR such as 10.96.0.0/12: %w", c, err)
+			}
+			cidrs = append(cidrs, p.Masked())
+		}
+		opts.HTTPGet = &toolserver.HTTPGetOptions{AllowHosts: allow, ClusterCIDRs: cidrs, Timeout: fetchTimeout}
 	}
 	if fakeConfig != "" {
 		cfg, err := toolserver.LoadFakeConfig(fakeConfig)
@@ -128,7 +141,7 @@ func run(ctx context.Context, args []string, stderr io.Writer, ready func(addr s
 	served := make(chan error, 1)
 	go func() { served <- hs.Serve(ln) }()
 	log.Info("serving MCP", "url", "http://"+ln.Addr().String()+toolserver.PathMCP, "tools", srv.Tools(),
-		"allowHosts", []string(allow), "token", opts.Token != "", "fake", fakeConfig)
+		"allowHosts", []string(allow), "clusterCIDRs", []string(clusterCIDRs), "token", opts.Token != "", "fake", fakeConfig)
 	if ready != nil {
 		ready(ln.Addr().String())
 	}

@@ -164,6 +164,8 @@ func TestRunRefusesBadFlags(t *testing.T) {
 		{"--fake-config=" + filepath.Join(dir, "missing")},
 		{"--http-get=false"},
 		{"--allow-host=https://example.org/"},
+		{"--allow-host=example.org:ssh"},
+		{"--cluster-cidr=10.96.0.0"},
 		{"extra"},
 	} {
 		var out bytes.Buffer

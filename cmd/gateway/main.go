@@ -94,7 +94,7 @@ func main() {
 		"Address of the pprof endpoint (/debug/pprof/, e.g. 127.0.0.1:8082). Empty: off.")
 	flag.StringVar(&otlpEndpoint, "otlp-endpoint", "",
 		"OTLP endpoint the model-request and tool-call spans are exported to; overrides $"+tracing.EnvEndpoint+
-			". Empty and no variable set: no tracing (a caller's traceparent is still passed on to providers).")
+			". Empty and no variable set: no tracing (and no trace context is sent to providers).")
 	flag.IntVar(&gateway.MaxSessionSeries, "max-session-series", gateway.MaxSessionSeries,
 		"Most (namespace, session) pairs the usage-by-session metrics have series for; later sessions are counted "+
 			"under session "+gateway.OtherSessions+".")

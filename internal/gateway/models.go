@@ -26,14 +26,13 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"slices"
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/agentrun-dev/agentrun/pkg/textutil"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -515,7 +514,7 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 	defer func() { _ = resp.Body.Close() }()
 	switch {
 	case resp.StatusCode != http.StatusOK:
-		x.upstreamError(resp)
+		x.upstreamError(resp, key)
 	case !streamed:
 		raw, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 		x.done = g.clock.Now()
@@ -568,27 +567,25 @@ func (x *exchange) unreachable(err error) {
 		fmt.Sprintf("the provider of model %q could not be reached: %v (counted as a model request)", x.m.Name, err)))
 }
 
-// upstreamError passes a provider's error answer through: counted as a
-// model request (it used no tokens) and a Provider fault named after the
+// upstreamError answers a provider's error answer in the door's own shape
+// (providerError: the status, a short sanitized message, never the raw
+// body), with the provider's well-formed retry hints: counted as a model
+// request (it used no tokens) and a Provider fault named after the
 // provider's error code.
-func (x *exchange) upstreamError(resp *http.Response) {
-	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+func (x *exchange) upstreamError(resp *http.Response, key string) {
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, MaxProviderErrorBytes+1))
+	truncated := len(raw) > MaxProviderErrorBytes
 	x.done = x.g.clock.Now()
-	kind, retryable := gatewayapi.ProviderFault(resp.StatusCode)
-	var eb struct {
-		Error struct {
-			Code any `json:"code"`
-		} `json:"error"`
+	e, summary := providerError(x.m.Name, resp.StatusCode, raw, truncated, key)
+	kind, retryable := gatewayapi.ProviderFault(e.status)
+	if e.body.Code != "" {
+		kind = gatewayapi.FaultKind(e.body.Code)
 	}
-	if json.Unmarshal(raw, &eb) == nil {
-		if c, ok := eb.Error.Code.(string); ok && gatewayapi.FaultKind(c) != "" {
-			kind = gatewayapi.FaultKind(c)
-		}
-	}
-	x.k.providerFault(kind, retryable, fmt.Sprintf("model %s: HTTP %d: %s", x.m.Name, resp.StatusCode, textutil.Truncate(string(raw), 200)))
-	copyHeader(x.w, resp, "Content-Type", "Retry-After", "X-Should-Retry")
-	x.w.WriteHeader(resp.StatusCode)
-	_, _ = x.w.Write(raw)
+	x.k.providerFault(kind, retryable, fmt.Sprintf("model %s: %s", x.m.Name, summary))
+	maps.Copy(x.w.Header(), providerRetryHeaders(resp.Header))
+	x.w.Header().Set("Content-Type", "application/json")
+	x.w.WriteHeader(e.status)
+	_ = json.NewEncoder(x.w).Encode(gatewayapi.ErrorBody{Error: e.body})
 	x.count("upstream_error", 0, true)
 }
 

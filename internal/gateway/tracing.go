@@ -41,9 +41,14 @@ import (
 // model request is a client span "chat <model>" (gen_ai.operation.name chat,
 // gen_ai.request.model, gen_ai.usage.input_tokens/output_tokens), a tool call
 // an internal span "execute_tool <tool>" (gen_ai.tool.name,
-// gen_ai.tool.call.id). Their parent is the caller's traceparent header, or
-// — for an agent that sends none — the run's root span, so every span of a
-// run is in the run's trace. Attributes agentrun.* name the run.
+// gen_ai.tool.call.id). Every span of a run is in the run's trace: its parent
+// is the caller's traceparent when that names a span of the run's trace (the
+// TRACEPARENT an attempt gets), else the run's root span, with the caller's
+// span, if any, as a link. Only the trace and span IDs are read from the
+// caller: not its tracestate, not its sampling flag (the run's decides), and
+// never its baggage. A provider gets the gateway's own span as traceparent
+// (only while tracing is on), nothing the agent sent. Attributes agentrun.*
+// name the run.
 
 const tracerName = "agentrun.dev/gateway"
 
@@ -59,20 +64,41 @@ const (
 	attrEffect    = attribute.Key("agentrun.tool.effect")
 )
 
-// spanParent is ctx with the caller's trace context (a traceparent header)
-// or, without one, the run's root span as its remote parent.
-func (k *keeper) spanParent(ctx context.Context, h http.Header) context.Context {
-	ctx = otel.GetTextMapPropagator().Extract(ctx, propagation.HeaderCarrier(h))
-	if trace.SpanContextFromContext(ctx).IsValid() {
-		return ctx
-	}
+// traceContext reads and writes the W3C traceparent alone: an agent's
+// baggage is never read, so never handed on.
+var traceContext = propagation.TraceContext{}
+
+// spanParent is ctx with the parent of a span of the gateway's for a request
+// carrying h, and the span's links (spanParentOf).
+func (k *keeper) spanParent(ctx context.Context, h http.Header) (context.Context, trace.SpanStartOption) {
+	caller := trace.SpanContextFromContext(traceContext.Extract(context.Background(), propagation.HeaderCarrier(h)))
+	var run trace.SpanContext
 	k.mu.Lock()
-	owner := metav1.GetControllerOf(k.obj)
-	k.mu.Unlock()
-	if owner == nil {
-		return ctx
+	if owner := metav1.GetControllerOf(k.obj); owner != nil {
+		run = tracing.RunSpanContext(owner.UID)
 	}
-	return trace.ContextWithRemoteSpanContext(ctx, tracing.RunSpanContext(owner.UID))
+	k.mu.Unlock()
+	parent, links := spanParentOf(caller, run)
+	return trace.ContextWithRemoteSpanContext(ctx, parent), trace.WithLinks(links...)
+}
+
+// spanParentOf decides the parent of a gateway span from the caller's span
+// context (from its traceparent; invalid when it sent none) and the run's
+// root span (invalid when the attempt names no run): the caller's span when
+// it is in the run's trace, else the run's root span with the caller's span
+// as a link. Only the caller's trace and span IDs are kept: its tracestate
+// is dropped and the run's sampling flag replaces its own.
+func spanParentOf(caller, run trace.SpanContext) (trace.SpanContext, []trace.Link) {
+	if !caller.IsValid() {
+		return run, nil
+	}
+	caller = trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: caller.TraceID(), SpanID: caller.SpanID(), TraceFlags: run.TraceFlags(), Remote: true,
+	})
+	if run.IsValid() && caller.TraceID() == run.TraceID() {
+		return caller, nil
+	}
+	return run, []trace.Link{{SpanContext: caller}}
 }
 
 // runAttributes name the attempt's run.
@@ -92,17 +118,26 @@ func (k *keeper) startModelSpan(r *http.Request, c *chatRequest) (context.Contex
 	if c.maxTokens > 0 {
 		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(c.maxTokens)))
 	}
-	return otel.Tracer(tracerName).Start(k.spanParent(r.Context(), r.Header), "chat "+c.model,
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
+	ctx, links := k.spanParent(r.Context(), r.Header)
+	return otel.Tracer(tracerName).Start(ctx, "chat "+c.model,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), links)
 }
 
-// spanUpstream names the provider on the span of ctx and hands the trace
-// context on to it (traceparent).
+// spanUpstream names the provider on the span of ctx and, while tracing is
+// on, hands the provider that span (the gateway's own) as traceparent: no
+// tracestate, no baggage. With tracing off the span of ctx is not the
+// gateway's (a no-op span carries its parent's context), so nothing is sent.
 func spanUpstream(ctx context.Context, req *http.Request, m v1alpha1.Model) {
+	span := trace.SpanFromContext(ctx)
 	if u, err := url.Parse(m.BaseURL); err == nil && u.Hostname() != "" {
-		trace.SpanFromContext(ctx).SetAttributes(semconv.ServerAddress(u.Hostname()))
+		span.SetAttributes(semconv.ServerAddress(u.Hostname()))
 	}
-	otel.GetTextMapPropagator().Inject(ctx, propagation.HeaderCarrier(req.Header))
+	if !tracing.Enabled() {
+		return
+	}
+	sc := span.SpanContext()
+	own := trace.NewSpanContext(trace.SpanContextConfig{TraceID: sc.TraceID(), SpanID: sc.SpanID(), TraceFlags: sc.TraceFlags()})
+	traceContext.Inject(trace.ContextWithSpanContext(context.Background(), own), propagation.HeaderCarrier(req.Header))
 }
 
 // usageOf reads the token usage a provider reported in an answer or a
@@ -198,8 +233,9 @@ func (k *keeper) toolSpan(ctx context.Context, p *mcp.CallToolParamsRaw, call fu
 		}
 	}
 	k.mu.Unlock()
-	ctx, span := otel.Tracer(tracerName).Start(k.spanParent(ctx, hr), "execute_tool "+p.Name,
-		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+	ctx, links := k.spanParent(ctx, hr)
+	ctx, span := otel.Tracer(tracerName).Start(ctx, "execute_tool "+p.Name,
+		trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...), links)
 	defer span.End()
 	res := call(ctx)
 	if res == nil {

@@ -17,6 +17,7 @@ limitations under the License.
 package gateway_test
 
 import (
+	"context"
 	"io"
 	"net/http"
 	"strings"
@@ -36,11 +37,21 @@ import (
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
-// A caller's span: what an agent with TRACEPARENT sends.
-const (
-	callerTrace       = "4bf92f3577b34da6a3ce929d0e0e4736"
+// A caller's span: what an agent with TRACEPARENT sends, a span of its
+// run's trace (gatewaytest's run has UID run-uid).
+var (
+	callerTrace       = tracing.RunTraceID("run-uid").String()
 	callerSpan        = "00f067aa0ba902b7"
 	callerTraceparent = "00-" + callerTrace + "-" + callerSpan + "-01"
+)
+
+// A span of another trace, which an agent may send to smuggle its choice of
+// IDs, tracestate and baggage to the provider.
+const (
+	foreignTrace       = "4bf92f3577b34da6a3ce929d0e0e4736"
+	foreignTraceparent = "00-" + foreignTrace + "-" + "00f067aa0ba902b7" + "-00"
+	foreignTracestate  = "exfil=c2stcHJvdmlkZXItc2VjcmV0"
+	foreignBaggage     = "stolen=the-checkpoint,user=eve"
 )
 
 // inMemoryTracing installs a tracer provider exporting to memory for the
@@ -209,4 +220,90 @@ func TestToolCallSpanFollowsGenAIConventions(t *testing.T) {
 	r := *spanNamed(exp, "execute_tool no.such.tool")()
 	g.Expect(r.Status.Code).To(Equal(codes.Error))
 	g.Expect(attrs(r)["error.type"].AsString()).To(Equal(gatewayapi.CodeUnknownTool))
+}
+
+// The agent's trace context never reaches the provider: a traceparent of
+// another trace, its tracestate and its baggage are not forwarded, nor do
+// they parent the gateway's span (the run's root does, the agent's span is a
+// link, and the agent's "not sampled" flag does not hide the span). The
+// provider gets the gateway's own span as traceparent, and nothing else.
+func TestModelRequestHandsTheProviderTheGatewaysSpanNotTheAgents(t *testing.T) {
+	g := NewWithT(t)
+	exp := inMemoryTracing(t)
+	e, rec := modelEnv(t, nil)
+	var upstream http.Header
+	inner := rec.inner
+	rec.inner = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstream = r.Header.Clone()
+		inner.ServeHTTP(w, r)
+	})
+	req, _ := http.NewRequest(http.MethodPost, e.URL()+"/v1/chat/completions", strings.NewReader(string(chat("scripted", ""))))
+	req.Header.Set("Authorization", "Bearer "+gatewaytest.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", foreignTraceparent)
+	req.Header.Set("tracestate", foreignTracestate)
+	req.Header.Set("baggage", foreignBaggage)
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+
+	g.Eventually(spanNamed(exp, "chat scripted")).ShouldNot(BeNil())
+	s := *spanNamed(exp, "chat scripted")()
+	run := tracing.RunSpanContext("run-uid")
+	g.Expect(s.Parent.TraceID()).To(Equal(run.TraceID()), "the run's trace, not the agent's")
+	g.Expect(s.Parent.SpanID()).To(Equal(run.SpanID()))
+	g.Expect(s.Links).To(HaveLen(1))
+	g.Expect(s.Links[0].SpanContext.TraceID().String()).To(Equal(foreignTrace), "the agent's span is linked")
+	g.Expect(s.Links[0].SpanContext.TraceState().Len()).To(BeZero())
+
+	g.Expect(upstream).NotTo(BeNil())
+	g.Expect(upstream.Get("traceparent")).To(Equal("00-"+run.TraceID().String()+"-"+s.SpanContext.SpanID().String()+"-01"),
+		"the gateway's own span")
+	g.Expect(upstream.Values("tracestate")).To(BeEmpty())
+	g.Expect(upstream.Values("baggage")).To(BeEmpty())
+	for name, values := range upstream {
+		for _, v := range values {
+			g.Expect(v).NotTo(Or(ContainSubstring(foreignTrace), ContainSubstring("exfil"), ContainSubstring("stolen")), name)
+		}
+	}
+}
+
+// With tracing off the provider gets no trace context at all: no span of
+// the gateway's exists to hand on, and the agent's is not passed through.
+func TestModelRequestWithoutTracingSendsTheProviderNoTraceContext(t *testing.T) {
+	g := NewWithT(t)
+	// As cmd/gateway starts without an endpoint: the W3C propagators
+	// installed, no tracer provider.
+	for _, env := range []string{tracing.EnvEndpoint, tracing.EnvTracesEndpoint, tracing.EnvTracesExporter} {
+		t.Setenv(env, "")
+	}
+	tracing.Uninstall()
+	shutdown, err := tracing.Setup(t.Context(), tracing.Options{ServiceName: "agentrun-gateway"})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(tracing.Enabled()).To(BeFalse())
+	t.Cleanup(func() { _ = shutdown(context.Background()) })
+	e, rec := modelEnv(t, nil)
+	var upstream http.Header
+	inner := rec.inner
+	rec.inner = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		upstream = r.Header.Clone()
+		inner.ServeHTTP(w, r)
+	})
+	req, _ := http.NewRequest(http.MethodPost, e.URL()+"/v1/chat/completions", strings.NewReader(string(chat("scripted", ""))))
+	req.Header.Set("Authorization", "Bearer "+gatewaytest.Token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("traceparent", callerTraceparent)
+	req.Header.Set("tracestate", foreignTracestate)
+	req.Header.Set("baggage", foreignBaggage)
+	resp, err := http.DefaultClient.Do(req)
+	g.Expect(err).NotTo(HaveOccurred())
+	_, _ = io.Copy(io.Discard, resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(upstream).NotTo(BeNil())
+	g.Expect(upstream.Values("traceparent")).To(BeEmpty())
+	g.Expect(upstream.Values("tracestate")).To(BeEmpty())
+	g.Expect(upstream.Values("baggage")).To(BeEmpty())
 }

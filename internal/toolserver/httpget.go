@@ -24,6 +24,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -48,21 +49,37 @@ const maxRedirects = 5
 
 // HTTPGetOptions configures http.get.
 type HTTPGetOptions struct {
-	// AllowHosts are the hosts it may fetch: "host" (any port), "host:port",
-	// or "*.example.org" (any subdomain of example.org, not example.org
-	// itself). Empty allows nothing.
+	// AllowHosts are the rules of what it may fetch (empty allows nothing):
+	//   - "host": that host on port 80 or 443;
+	//   - "host:port": that host on that port;
+	//   - "*.example.org", "*.example.org:port": any subdomain of example.org
+	//     (not example.org itself), on 80/443 or on that port;
+	//   - an address ("10.0.0.5", "10.0.0.5:8080", "[fd00::1]:8443") or a
+	//     CIDR ("10.1.0.0/16", ports 80/443): URLs naming it, and
+	//     connections to it whatever name resolved to it.
+	// Matching ignores case.
 	AllowHosts []string
-	// Client fetches the pages (default: a client with Timeout). Redirects
-	// are followed only to allowed hosts.
-	Client *http.Client
-	// Timeout bounds one fetch when Client is nil (default 20s).
+	// ClusterCIDRs are the cluster's pod and service ranges: connections to
+	// them are refused like those to private ranges, unless a rule names the
+	// address or a CIDR holding it.
+	ClusterCIDRs []netip.Prefix
+	// Resolver resolves host names (default net.DefaultResolver). Whatever
+	// it answers, the address connected to is checked.
+	Resolver Resolver
+	// Timeout bounds one fetch (default 20s).
 	Timeout time.Duration
 	// UserAgent is sent with every request (default "agentrun-tools").
 	UserAgent string
 }
 
+// Resolver resolves a host name to its addresses; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
 type httpGet struct {
-	allow  []string
+	allow  []string // the rules as written, lower case
+	parsed []allowRule
 	client *http.Client
 	ua     string
 }
@@ -72,35 +89,48 @@ func newHTTPGet(o HTTPGetOptions) (*httpGet, error) {
 	if g.ua == "" {
 		g.ua = "agentrun-tools"
 	}
-	for _, a := range o.AllowHosts {
-		a = strings.ToLower(strings.TrimSpace(a))
-		if a == "" {
-			continue
-		}
-		if strings.Contains(a, "/") || strings.Contains(a, "*") && (!strings.HasPrefix(a, "*.") || strings.Count(a, "*") > 1) {
-			return nil, fmt.Errorf("toolserver: allow-host rule %q: want host, host:port or *.domain", a)
-		}
-		g.allow = append(g.allow, a)
+	rules, err := parseRules(o.AllowHosts)
+	if err != nil {
+		return nil, err
 	}
-	var c http.Client
-	if o.Client != nil {
-		c = *o.Client
-	} else {
-		c.Timeout = o.Timeout
-		if c.Timeout <= 0 {
-			c.Timeout = 20 * time.Second
+	g.parsed = rules
+	for _, r := range rules {
+		g.allow = append(g.allow, r.text)
+	}
+	for _, p := range o.ClusterCIDRs {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("toolserver: cluster CIDR %v is not a valid prefix", p)
 		}
 	}
-	next := c.CheckRedirect
+	dial := &guardedDialer{
+		resolver: o.Resolver,
+		guard:    addressGuard{named: namedAddresses(rules), cluster: o.ClusterCIDRs},
+	}
+	if dial.resolver == nil {
+		dial.resolver = net.DefaultResolver
+	}
+	dial.dialer = net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second, Control: dial.guard.control}
+	// No proxy: the address checked must be the one the page comes from.
+	tr := &http.Transport{
+		DialContext:           dial.DialContext,
+		ForceAttemptHTTP2:     true,
+		MaxIdleConns:          16,
+		IdleConnTimeout:       90 * time.Second,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ExpectContinueTimeout: time.Second,
+	}
+	c := http.Client{Transport: tr, Timeout: o.Timeout}
+	if c.Timeout <= 0 {
+		c.Timeout = 20 * time.Second
+	}
+	// A redirect is checked against the rules like the first URL, and dials
+	// through the same guard.
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
 		if len(via) >= maxRedirects {
 			return fmt.Errorf("stopped after %d redirects", maxRedirects)
 		}
-		if rule := Allowed(g.allow, req.URL); rule == "" {
+		if matchRules(rules, req.URL) == "" {
 			return fmt.Errorf("redirect to %s: %w", req.URL.Host, errNotAllowed)
-		}
-		if next != nil {
-			return next(req, via)
 		}
 		return nil
 	}
@@ -108,28 +138,19 @@ func newHTTPGet(o HTTPGetOptions) (*httpGet, error) {
 	return g, nil
 }
 
-var errNotAllowed = errors.New("host not in the allowlist")
+var errNotAllowed = errors.New("host or port not in the allowlist")
 
-// Allowed returns the rule of allowlist that lets u's host be fetched, or ""
-// when none does. Rules are "host" (any port), "host:port" and
-// "*.example.org" (subdomains only); matching ignores case.
+// Allowed returns the rule of allowlist that lets u be fetched, or "" when
+// none does (a rule that does not parse matches nothing). The rules are
+// HTTPGetOptions.AllowHosts'.
 func Allowed(allowlist []string, u *url.URL) string {
-	host := strings.ToLower(u.Hostname())
-	hostPort := strings.ToLower(u.Host)
-	if host == "" {
-		return ""
-	}
+	var rules []allowRule
 	for _, a := range allowlist {
-		rule := strings.ToLower(strings.TrimSpace(a))
-		switch {
-		case rule == "":
-		case rule == host || rule == hostPort:
-			return a
-		case strings.HasPrefix(rule, "*.") && strings.HasSuffix(host, rule[1:]):
-			return a
+		if r, ok, err := parseRule(a); ok && err == nil {
+			rules = append(rules, r)
 		}
 	}
-	return ""
+	return matchRules(rules, u)
 }
 
 func (g *httpGet) tool() *mcp.Tool {
@@ -152,7 +173,7 @@ func (g *httpGet) rules() string {
 	if len(g.allow) == 0 {
 		return "the allowlist is empty, so no host is allowed"
 	}
-	return "allowed: " + strings.Join(g.allow, ", ") + " (rules are host, host:port or *.domain)"
+	return "allowed: " + strings.Join(g.allow, ", ") + " (rules are host, host:port, *.domain, an address or a CIDR; a rule without a port allows 80 and 443)"
 }
 
 func (g *httpGet) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -168,8 +189,8 @@ func (g *httpGet) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return errorResult("http.get needs an absolute http(s) URL, not %q", args.URL), nil
 	}
-	if Allowed(g.allow, u) == "" {
-		return errorResult("http.get: host %s is not allowed; %s", u.Host, g.rules()), nil
+	if matchRules(g.parsed, u) == "" {
+		return errorResult("http.get: %s is not allowed; %s", hostPort(u), g.rules()), nil
 	}
 	hreq, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
@@ -185,6 +206,8 @@ func (g *httpGet) handle(ctx context.Context, req *mcp.CallToolRequest) (*mcp.Ca
 		switch {
 		case errors.Is(err, errNotAllowed):
 			return errorResult("http.get: GET %s: %v; %s", u, err, g.rules()), nil
+		case errors.Is(err, errAddressRefused):
+			return errorResult("http.get: GET %s: %v", u, err), nil
 		case errors.As(err, &nerr) && nerr.Timeout():
 			return errorResult("http.get: GET %s timed out: %v", u, err), nil
 		default:

@@ -26,6 +26,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -165,7 +166,11 @@ func TestNewRefusesBadConfigurations(t *testing.T) {
 	_, err = New(Options{HTTPGet: &HTTPGetOptions{}, Fake: newFake(t, ToolSpec{Name: ToolHTTPGet})})
 	g.Expect(err).To(MatchError(ContainSubstring("defined twice")))
 	_, err = New(Options{HTTPGet: &HTTPGetOptions{AllowHosts: []string{"https://example.org/"}}})
-	g.Expect(err).To(MatchError(ContainSubstring("want host, host:port or *.domain")))
+	g.Expect(err).To(MatchError(ContainSubstring("want host, host:port, *.domain, an address or a CIDR")))
+	for _, bad := range []string{"example.org:ssh", "example.org:0", "*example.org", "a.*.org", "[fd00::1]", "a:b:c"} {
+		_, err = New(Options{HTTPGet: &HTTPGetOptions{AllowHosts: []string{bad}}})
+		g.Expect(err).To(MatchError(ContainSubstring(`allow-host rule "`+bad+`"`)), bad)
+	}
 
 	for _, bad := range [][]ToolSpec{
 		nil,
@@ -183,18 +188,32 @@ func TestNewRefusesBadConfigurations(t *testing.T) {
 }
 
 func TestAllowed(t *testing.T) {
-	rules := []string{"example.org", "api.example.com:8443", "*.Wiki.test", " "}
+	rules := []string{"example.org", "api.example.com:8443", "*.Wiki.test", " ", "10.1.0.0/16", "192.168.1.7:8080", "fd00::1"}
 	for raw, want := range map[string]string{
 		"https://example.org/x":          "example.org",
-		"http://EXAMPLE.org:8080/":       "example.org",
+		"http://EXAMPLE.org/":            "example.org",
+		"http://example.org:443/":        "example.org",
+		"https://example.org:80/":        "example.org",
+		"http://EXAMPLE.org:8080/":       "",
+		"http://example.org:22/":         "",
+		"http://example.org:6379/":       "",
+		"https://example.org:10250/":     "",
 		"https://api.example.com:8443/":  "api.example.com:8443",
 		"https://api.example.com/":       "",
-		"https://en.wiki.test/Raft":      "*.Wiki.test",
-		"https://a.b.wiki.test/":         "*.Wiki.test",
+		"https://en.wiki.test/Raft":      "*.wiki.test",
+		"https://a.b.wiki.test/":         "*.wiki.test",
+		"https://a.b.wiki.test:8443/":    "",
 		"https://wiki.test/":             "",
 		"https://evilwiki.test/":         "",
 		"https://example.org.evil.test/": "",
 		"https://sub.example.org/":       "",
+		"http://10.1.2.3/":               "10.1.0.0/16",
+		"http://10.1.2.3:8080/":          "",
+		"http://10.2.0.1/":               "",
+		"http://192.168.1.7:8080/":       "192.168.1.7:8080",
+		"http://192.168.1.7/":            "",
+		"http://[fd00::1]/":              "fd00::1",
+		"http://[::ffff:10.1.0.9]/":      "10.1.0.0/16",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
@@ -209,8 +228,9 @@ func TestAllowed(t *testing.T) {
 	}
 }
 
-// upstream serves pages for http.get; every host name dials it.
-func upstream(t *testing.T) (*http.Client, string) {
+// upstream serves pages for http.get on 127.0.0.1; the resolver it returns
+// resolves every host name to that address.
+func upstream(t *testing.T) (Resolver, string) {
 	t.Helper()
 	mux := http.NewServeMux()
 	mux.HandleFunc("/page", func(w http.ResponseWriter, r *http.Request) {
@@ -225,21 +245,24 @@ func upstream(t *testing.T) (*http.Client, string) {
 	})
 	ts := httptest.NewServer(mux)
 	t.Cleanup(ts.Close)
-	addr := ts.Listener.Addr().String()
-	_, port, _ := net.SplitHostPort(addr)
-	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, addr)
-	}
-	t.Cleanup(tr.CloseIdleConnections)
-	return &http.Client{Transport: tr}, port
+	_, port, _ := net.SplitHostPort(ts.Listener.Addr().String())
+	return resolveTo(netip.MustParseAddr("127.0.0.1")), port
+}
+
+// resolveTo resolves every host name to addrs: a DNS answer, which the
+// production dialer then checks.
+type resolveTo netip.Addr
+
+func (r resolveTo) LookupNetIP(context.Context, string, string) ([]netip.Addr, error) {
+	return []netip.Addr{netip.Addr(r)}, nil
 }
 
 func TestHTTPGet(t *testing.T) {
-	client, port := upstream(t)
+	resolver, port := upstream(t)
+	// The stand-in is on loopback: a rule names its address and port.
 	cs := mustConnect(t, serve(t, Options{HTTPGet: &HTTPGetOptions{
-		AllowHosts: []string{"docs.test", "*.wiki.test"},
-		Client:     client,
+		AllowHosts: []string{"docs.test:" + port, "*.wiki.test:" + port, "127.0.0.1:" + port},
+		Resolver:   resolver,
 	}}), nil)
 	get := func(u string) *mcp.CallToolResult { return call(t, cs, ToolHTTPGet, map[string]any{"url": u}) }
 	base := func(host string) string { return "http://" + host + ":" + port }
@@ -264,7 +287,7 @@ func TestHTTPGet(t *testing.T) {
 		}
 	})
 	for name, tc := range map[string]struct{ url, want string }{
-		"host not allowed":  {base("evil.test") + "/page", "host evil.test:" + port + " is not allowed; allowed: docs.test, *.wiki.test"},
+		"host not allowed":  {base("evil.test") + "/page", "evil.test:" + port + " is not allowed; allowed: docs.test:" + port + ", *.wiki.test:" + port},
 		"apex of wildcard":  {base("wiki.test") + "/page", "is not allowed"},
 		"not http":          {"ftp://docs.test/x", `needs an absolute http(s) URL, not "ftp://docs.test/x"`},
 		"relative":          {"/page", "needs an absolute http(s) URL"},

@@ -78,8 +78,9 @@ type Options struct {
 	Protocol string
 }
 
-// Setup installs the W3C propagator always (so a traceparent passes through
-// a process that does not trace) and, when an endpoint is configured (flag
+// Setup installs the W3C propagator always (also in a process that does not
+// trace; the gateway does not use it upstream, it hands providers only its
+// own spans) and, when an endpoint is configured (flag
 // or environment) or OTEL_TRACES_EXPORTER is console, a batching tracer
 // provider. It returns the provider's shutdown (flushes the last spans); a
 // no-op when tracing is off.

@@ -435,3 +435,40 @@ func TestChartTracingAndPprofValues(t *testing.T) {
 		})
 	}
 }
+
+// tools.clusterCIDRs renders --cluster-cidr for agentrun-tools and excepts
+// each CIDR from its egress NetworkPolicy's ipBlock of the same family.
+func TestChartToolsClusterCIDRs(t *testing.T) {
+	objs, err := renderChart(defaultNamespace, map[string]any{
+		"tools": map[string]any{"clusterCIDRs": []any{"203.0.113.0/24", "2001:db8:42::/56"}},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	find := func(kindName string) *unstructured.Unstructured {
+		idx := slices.IndexFunc(objs, func(u *unstructured.Unstructured) bool { return u.GetKind()+"/"+u.GetName() == kindName })
+		if idx < 0 {
+			t.Fatalf("the chart renders no %s", kindName)
+		}
+		return objs[idx]
+	}
+	containers, _, _ := unstructured.NestedSlice(find("Deployment/agentrun-tools").Object, "spec", "template", "spec", "containers")
+	args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+	var got []string
+	for _, a := range args {
+		if strings.HasPrefix(a, "--cluster-cidr") {
+			got = append(got, a)
+		}
+	}
+	if d := cmp.Diff([]string{"--cluster-cidr=203.0.113.0/24", "--cluster-cidr=2001:db8:42::/56"}, got); d != "" {
+		t.Errorf("agentrun-tools' --cluster-cidr flags (-want +got):\n%s", d)
+	}
+	egress, _, _ := unstructured.NestedSlice(find("NetworkPolicy/agentrun-tools-egress").Object, "spec", "egress")
+	to, _, _ := unstructured.NestedSlice(egress[1].(map[string]any), "to")
+	for i, want := range []string{"203.0.113.0/24", "2001:db8:42::/56"} {
+		except, _, _ := unstructured.NestedStringSlice(to[i].(map[string]any), "ipBlock", "except")
+		if !slices.Contains(except, want) {
+			t.Errorf("ipBlock %d excepts %v, not %s", i, except, want)
+		}
+	}
+}
