@@ -140,7 +140,12 @@ func (k *keeper) listTools(ctx context.Context) *mcp.ListToolsResult {
 	mode, fin, ns := k.obj.Spec.Mode, isFinalizing(k.obj.Spec), k.key.Namespace
 	stopped := k.stoppedLocked() != nil
 	k.mu.Unlock()
-	out := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	// The list is this attempt's (its mode, its phase) and changes with a
+	// mode switch: private, and stale at once. The door answers tools/list
+	// itself, so it sets what the SDK would otherwise fill in: revision
+	// 2026-07-28 requires cacheScope to be "public" or "private", and the
+	// official Python SDK refuses a result with an empty one.
+	out := &mcp.ListToolsResult{Tools: []*mcp.Tool{}, Cacheable: mcp.Cacheable{TTLMs: 0, CacheScope: "private"}}
 	if stopped {
 		return out
 	}

@@ -145,6 +145,8 @@ func TestToolDoorListsWhatTheModeAllows(t *testing.T) {
 	g.Expect(listed(t, cs)).To(Equal([]string{"notes.write", "report.publish", "search", "ticket.create", "ticket.upsert"}))
 	res, err := cs.ListTools(t.Context(), nil)
 	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.CacheScope).To(Equal("private"), "the list is the attempt's: revision 2026-07-28 allows only public or private")
+	g.Expect(res.TTLMs).To(BeZero(), "a mode switch applies to the next list")
 	for _, tl := range res.Tools {
 		if tl.Name == "search" {
 			g.Expect(tl.Description).To(Equal("search the web"), "the tool server's description")
