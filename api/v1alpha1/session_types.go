@@ -29,6 +29,13 @@ const (
 	// status.modeHistory, adding what the session was doing (its active run,
 	// that run's phase and steps, the queued runs).
 	AnnotationModeChange = "agentrun.dev/mode-change"
+	// SessionFinalizer lets a deleted Session end its runs in order before
+	// it goes.
+	SessionFinalizer = "agentrun.dev/session-runs"
+	// AnnotationStopCause, on a ResearchRun, explains a spec.stop the
+	// operator set (e.g. the session was deleted); the termination owner puts
+	// it in the run's message, and `kubectl agentrun why` shows it.
+	AnnotationStopCause = "agentrun.dev/stop-cause"
 )
 
 // SessionQueue overrides the policy's queue defaults, within its bounds.

@@ -163,7 +163,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		Attempts:   g.facts,
 		Pod:        g.pod,
 		Queue:      g.queue,
-		StopCause:  run.Annotations[AnnotationStopCause],
+		StopCause:  run.Annotations[v1alpha1.AnnotationStopCause],
 		Blocked:    g.waiting,
 		FactGrace:  r.factGrace(),
 	}

@@ -19,9 +19,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 const (
@@ -97,19 +97,6 @@ func modeChangeNote(change v1alpha1.ModeChange) string {
 		fmt.Fprintf(&b, "during run %s (%s, step %d) with %s queued", change.ActiveRun, change.ActiveRunPhase, change.ActiveRunSteps, queued)
 	}
 	fmt.Fprintf(&b, ": %s", change.Reason)
-	return truncateNote(b.String(), eventNoteLimit)
+	return textutil.Truncate(b.String(), eventNoteLimit)
 }
 
-// truncateNote cuts s to at most limit bytes, on a rune boundary, marking the
-// cut with "…".
-func truncateNote(s string, limit int) string {
-	if len(s) <= limit {
-		return s
-	}
-	const ellipsis = "…"
-	cut := limit - len(ellipsis)
-	for cut > 0 && !utf8.RuneStart(s[cut]) {
-		cut--
-	}
-	return s[:cut] + ellipsis
-}

@@ -27,6 +27,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 func auditRun(name string, phase v1alpha1.Phase, steps int64, created int) v1alpha1.ResearchRun {
@@ -220,7 +221,7 @@ func TestModeChangeNote(t *testing.T) {
 	})
 	t.Run("a note at the limit is left alone", func(t *testing.T) {
 		s := strings.Repeat("x", eventNoteLimit)
-		if got := truncateNote(s, eventNoteLimit); got != s {
+		if got := textutil.Truncate(s, eventNoteLimit); got != s {
 			t.Errorf("a note of exactly %d bytes was cut to %d", eventNoteLimit, len(got))
 		}
 	})

@@ -38,7 +38,7 @@ func TestSessionSummaryCoalescing(t *testing.T) {
 	r := &SessionReconciler{Clock: clk, changes: &runChanges{pending: map[types.NamespacedName]changeWindow{}}}
 	key := types.NamespacedName{Namespace: "ns", Name: "s"}
 	session := &v1alpha1.Session{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "s", Generation: 1,
-		Finalizers: []string{SessionFinalizer}}, Status: v1alpha1.SessionStatus{ObservedGeneration: 1}}
+		Finalizers: []string{v1alpha1.SessionFinalizer}}, Status: v1alpha1.SessionStatus{ObservedGeneration: 1}}
 	at := func(d time.Duration) { clk.SetTime(t0.Add(d)) }
 
 	if w := r.coalesce(session); w != 0 {

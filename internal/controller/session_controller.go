@@ -49,11 +49,6 @@ import (
 )
 
 const (
-	// SessionFinalizer lets a deleted Session end its runs in order before it goes.
-	SessionFinalizer = "agentrun.dev/session-runs"
-	// AnnotationStopCause explains a spec.stop the operator set (e.g. the
-	// session was deleted); the termination owner puts it in the run's message.
-	AnnotationStopCause = "agentrun.dev/stop-cause"
 	// policyRefIndex indexes Sessions by spec.policyRef.name.
 	policyRefIndex = "spec.policyRef.name"
 	// maxQueuedNames bounds status.queuedRuns; status.queuedCount has the total.
@@ -103,9 +98,9 @@ func (r *SessionReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ct
 	if wait := r.coalesce(session); wait > 0 {
 		return ctrl.Result{RequeueAfter: wait}, nil
 	}
-	if !controllerutil.ContainsFinalizer(session, SessionFinalizer) {
+	if !controllerutil.ContainsFinalizer(session, v1alpha1.SessionFinalizer) {
 		next := session.DeepCopy()
-		controllerutil.AddFinalizer(next, SessionFinalizer)
+		controllerutil.AddFinalizer(next, v1alpha1.SessionFinalizer)
 		if err := r.Patch(ctx, next, client.MergeFrom(session)); err != nil {
 			return ctrl.Result{}, fmt.Errorf("adding the finalizer of Session %s: %w", klog.KObj(session), err)
 		}
@@ -269,7 +264,7 @@ func (r *SessionReconciler) recordModeChange(ctx context.Context, session *v1alp
 // cause the termination owner reports), and releases the Session once every
 // run is Terminated.
 func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Session, runs []v1alpha1.ResearchRun) error {
-	if !controllerutil.ContainsFinalizer(session, SessionFinalizer) {
+	if !controllerutil.ContainsFinalizer(session, v1alpha1.SessionFinalizer) {
 		return nil
 	}
 	open := 0
@@ -287,7 +282,7 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Sess
 		if next.Annotations == nil {
 			next.Annotations = map[string]string{}
 		}
-		next.Annotations[AnnotationStopCause] = fmt.Sprintf("session %s was deleted", session.Name)
+		next.Annotations[v1alpha1.AnnotationStopCause] = fmt.Sprintf("session %s was deleted", session.Name)
 		if err := r.Patch(ctx, next, client.MergeFrom(run)); err != nil && !apierrors.IsNotFound(err) {
 			return fmt.Errorf("asking run %s to stop: %w", klog.KObj(run), err)
 		}
@@ -296,7 +291,7 @@ func (r *SessionReconciler) finalize(ctx context.Context, session *v1alpha1.Sess
 		return nil // the runs' terminations requeue us
 	}
 	next := session.DeepCopy()
-	controllerutil.RemoveFinalizer(next, SessionFinalizer)
+	controllerutil.RemoveFinalizer(next, v1alpha1.SessionFinalizer)
 	if err := r.Patch(ctx, next, client.MergeFrom(session)); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("removing the finalizer of Session %s: %w", klog.KObj(session), err)
 	}
@@ -350,7 +345,7 @@ func (c *runChanges) taken(key types.NamespacedName) {
 // session's own spec, mode-change stamp or finalizer writes at once.
 func (r *SessionReconciler) coalesce(session *v1alpha1.Session) time.Duration {
 	if r.changes == nil || session.Status.ObservedGeneration != session.Generation ||
-		!controllerutil.ContainsFinalizer(session, SessionFinalizer) {
+		!controllerutil.ContainsFinalizer(session, v1alpha1.SessionFinalizer) {
 		return 0
 	}
 	if modeChangePending(session) {

@@ -35,10 +35,6 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
-// annotationStopCause is the operator's annotation that says why it set
-// spec.stop on the user's behalf (docs/api.md).
-const annotationStopCause = "agentrun.dev/stop-cause"
-
 // WhyOptions name the run Why explains.
 type WhyOptions struct {
 	Namespace string
@@ -315,7 +311,7 @@ func (x *explainer) factOf(r v1alpha1.Reason) []string {
 			dash(string(st.Settlement)) + "."}
 	case v1alpha1.ReasonCancelled:
 		line := "spec.stop is Cancel: the run ended at once, and nothing more was spent."
-		if cause := rr.Annotations[annotationStopCause]; cause != "" {
+		if cause := rr.Annotations[v1alpha1.AnnotationStopCause]; cause != "" {
 			line = fmt.Sprintf("spec.stop is Cancel, set by the operator because %s.", cause)
 		}
 		return []string{line}
