@@ -56,7 +56,7 @@ func newServer(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, st *stor
 	}
 	runs := cachedRuns{c: mgr.GetClient(), live: mgr.GetAPIReader()}
 	events, err := sse.New(sse.Options{
-		Source: st, Authorizer: authz, RunExists: runs.exists, Snapshot: runs.snapshot,
+		Source: st, Authorizer: authz, RunUID: runs.uid, Snapshot: runs.snapshot,
 		QueueEvents: f.queueEvents, QueueBytes: f.queueBytes, Registerer: ctrlmetrics.Registry,
 	})
 	if err != nil {
@@ -83,12 +83,17 @@ func (r cachedRuns) get(ctx context.Context, run stream.RunKey) (*v1alpha1.Resea
 	return &rr, nil
 }
 
-func (r cachedRuns) exists(ctx context.Context, run stream.RunKey) (bool, error) {
-	_, err := r.get(ctx, run)
+// uid is the UID of the run of that namespace and name: the stream served
+// is that run's, not a deleted one's of the same name.
+func (r cachedRuns) uid(ctx context.Context, run stream.RunKey) (string, bool, error) {
+	rr, err := r.get(ctx, run)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return "", false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return "", false, err
+	}
+	return string(rr.UID), true, nil
 }
 
 // snapshot is the run's state now: at least as new as any stored event

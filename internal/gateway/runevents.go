@@ -47,6 +47,9 @@ func (k *keeper) emit(evs ...stream.Event) {
 	}
 	k.mu.Lock()
 	run := stream.RunKey{Namespace: k.key.Namespace, Name: k.obj.Spec.RunName}
+	if ref := ownerRun(k.obj); ref != nil {
+		run.UID = string(ref.UID)
+	}
 	ttl := k.obj.Spec.Policy.Events.Age()
 	if k.streamMeta == nil {
 		k.streamMeta, _ = json.Marshal(map[string]string{"source": "gateway", "attempt": k.key.Name})

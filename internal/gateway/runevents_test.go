@@ -102,7 +102,8 @@ func TestModelStreamBecomesRunStreamBlocks(t *testing.T) {
 
 	g.Eventually(col.types).Should(ContainElement("STEP_FINISHED"))
 	evs := col.all()
-	g.Expect(col.run[0]).To(Equal(stream.RunKey{Namespace: gatewaytest.Namespace, Name: gatewaytest.Run}))
+	g.Expect(col.run[0]).To(Equal(stream.RunKey{Namespace: gatewaytest.Namespace, Name: gatewaytest.Run, UID: gatewaytest.RunUID}),
+		"a run's events are keyed by its UID")
 	g.Expect(evs[0].Type).To(Equal(stream.StepStarted))
 	var text, reasoning, args strings.Builder
 	var order []stream.EventType
