@@ -50,7 +50,10 @@ func newServer(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, st *stor
 	if err := (&watch.Reconciler{Client: mgr.GetClient(), Store: st, KV: kv}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	authz, err := sse.NewKubeAuthorizer(cfg, sse.KubeAuthOptions{})
+	if f.tokenAudience == "" {
+		return nil, fmt.Errorf("--token-audience is required: the audience readers' tokens are issued for (default %s)", sse.DefaultAudience)
+	}
+	authz, err := sse.NewKubeAuthorizer(cfg, sse.KubeAuthOptions{Audiences: []string{f.tokenAudience}})
 	if err != nil {
 		return nil, err
 	}
