@@ -55,6 +55,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/stream/sse"
 	"github.com/agentrun-dev/agentrun/internal/stream/store"
 )
 
@@ -78,6 +79,7 @@ type flags struct {
 	maxBytes, maxEventsPerRun           int64
 	leaderElectionNamespace             string
 	queueEvents, queueBytes, sendBuffer int
+	tokenAudience                       string
 }
 
 func parseFlags() (flags, zap.Options) {
@@ -107,6 +109,9 @@ func parseFlags() (flags, zap.Options) {
 	flag.IntVar(&f.queueEvents, "subscriber-queue-events", 256, "Bound of each SSE client's queue, in events: past it, "+
 		"deltas of one block are merged, and a client that still lags is told to reconnect.")
 	flag.IntVar(&f.queueBytes, "subscriber-queue-bytes", 1<<20, "Bound of each SSE client's queue, in bytes.")
+	flag.StringVar(&f.tokenAudience, "token-audience", sse.DefaultAudience, "Audience a reader's bearer token must be "+
+		"issued for (TokenReview spec.audiences): kubectl create token NAME --audience "+sse.DefaultAudience+". "+
+		"A token of the API server's own audience, or the gateway's, is refused.")
 	flag.IntVar(&f.sendBuffer, "subscriber-send-buffer", 0,
 		"SO_SNDBUF of each client connection, in bytes: bounds the kernel memory a slow client holds "+
 			"(0: the kernel's autotuning, up to net.ipv4.tcp_wmem's maximum).")

@@ -50,13 +50,16 @@ func newServer(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, st *stor
 	if err := (&watch.Reconciler{Client: mgr.GetClient(), Store: st, KV: kv}).SetupWithManager(mgr); err != nil {
 		return nil, err
 	}
-	authz, err := sse.NewKubeAuthorizer(cfg, sse.KubeAuthOptions{})
+	if f.tokenAudience == "" {
+		return nil, fmt.Errorf("--token-audience is required: the audience readers' tokens are issued for (default %s)", sse.DefaultAudience)
+	}
+	authz, err := sse.NewKubeAuthorizer(cfg, sse.KubeAuthOptions{Audiences: []string{f.tokenAudience}})
 	if err != nil {
 		return nil, err
 	}
 	runs := cachedRuns{c: mgr.GetClient(), live: mgr.GetAPIReader()}
 	events, err := sse.New(sse.Options{
-		Source: st, Authorizer: authz, RunExists: runs.exists, Snapshot: runs.snapshot,
+		Source: st, Authorizer: authz, RunUID: runs.uid, Snapshot: runs.snapshot,
 		QueueEvents: f.queueEvents, QueueBytes: f.queueBytes, Registerer: ctrlmetrics.Registry,
 	})
 	if err != nil {
@@ -83,12 +86,17 @@ func (r cachedRuns) get(ctx context.Context, run stream.RunKey) (*v1alpha1.Resea
 	return &rr, nil
 }
 
-func (r cachedRuns) exists(ctx context.Context, run stream.RunKey) (bool, error) {
-	_, err := r.get(ctx, run)
+// uid is the UID of the run of that namespace and name: the stream served
+// is that run's, not a deleted one's of the same name.
+func (r cachedRuns) uid(ctx context.Context, run stream.RunKey) (string, bool, error) {
+	rr, err := r.get(ctx, run)
 	if apierrors.IsNotFound(err) {
-		return false, nil
+		return "", false, nil
 	}
-	return err == nil, err
+	if err != nil {
+		return "", false, err
+	}
+	return string(rr.UID), true, nil
 }
 
 // snapshot is the run's state now: at least as new as any stored event

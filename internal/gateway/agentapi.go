@@ -312,7 +312,7 @@ func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper
 	}
 	// The agent dispatches it: the stream shows the call now, its result
 	// when the agent reports the outcome.
-	k.bindCall(call.ID, k.toolCallBlock(req.Tool, args))
+	k.bindCall(call.ID, k.announce(k.toolCallBlock(req.Tool, args), true))
 	writeJSON(w, call)
 }
 

@@ -35,6 +35,7 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
+	"github.com/agentrun-dev/agentrun/internal/stream"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -116,6 +117,9 @@ type keeper struct {
 	// (made once: every model stream chunk is an event).
 	proposed   proposals
 	streamMeta json.RawMessage
+	// streamBudget bounds the bytes the attempt streams in this gateway:
+	// its policy's spec.events.maxBytes.
+	streamBudget stream.Budget
 }
 
 // admitted is a tool call the gateway admitted and awaits the outcome of.

@@ -58,6 +58,7 @@ type metrics struct {
 	toolCalls          *prometheus.CounterVec
 	toolSeconds        *prometheus.HistogramVec
 	securityDegraded   *prometheus.GaugeVec
+	streamDropped      *prometheus.CounterVec
 
 	sessionRequests, sessionTokens, sessionTools, sessionRefusals *prometheus.CounterVec
 	sessionOverflow                                               prometheus.Counter
@@ -76,6 +77,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "agentrun_gateway_tokens_total",
 			Help: "Tokens charged to attempts (as the provider reported them, or as reserved when it reported none).",
 		}, []string{labelNamespace, labelPolicy, fieldModel}),
+		streamDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_stream_budget_dropped_total",
+			Help: "Run-stream deltas dropped because their attempt streamed more than its policy's spec.events.maxBytes, by namespace and policy.",
+		}, []string{labelNamespace, labelPolicy}),
 		refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_refusals_total",
 			Help: "Requests the gateway refused, by namespace, policy and error code.",
@@ -140,7 +145,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Usage counts folded into session \"" + OtherSessions + "\" because --max-session-series sessions have series.",
 	})
 	m.sessions = map[[2]string]struct{}{}
-	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.upstreamSeconds,
+	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.streamDropped, m.upstreamSeconds,
 		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds, m.securityDegraded,
 		m.sessionRequests, m.sessionTokens, m.sessionTools, m.sessionRefusals, m.sessionOverflow} {
 		_ = reg.Register(c)

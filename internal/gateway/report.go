@@ -122,13 +122,20 @@ func (k *keeper) reportRef() reportRef {
 	if r.label == "" {
 		r.label = textutil.Cut(ra.Spec.RunName, 63)
 	}
-	for _, ref := range ra.OwnerReferences {
-		if ref.Kind == "ResearchRun" && strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/") {
-			r.owner = &metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: new(true)}
-			break
-		}
+	if ref := ownerRun(ra); ref != nil {
+		r.owner = &metav1.OwnerReference{APIVersion: ref.APIVersion, Kind: ref.Kind, Name: ref.Name, UID: ref.UID, Controller: new(true)}
 	}
 	return r
+}
+
+// ownerRun is the attempt's owner reference to its ResearchRun, or nil.
+func ownerRun(ra *v1alpha1.RunAttempt) *metav1.OwnerReference {
+	for i, ref := range ra.OwnerReferences {
+		if ref.Kind == "ResearchRun" && strings.HasPrefix(ref.APIVersion, v1alpha1.GroupVersion.Group+"/") {
+			return &ra.OwnerReferences[i]
+		}
+	}
+	return nil
 }
 
 func (r reportRef) location() string { return "configmap/" + r.key.Name }

@@ -24,6 +24,7 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/stream"
 	"github.com/agentrun-dev/agentrun/internal/stream/openai"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // Emitter receives the run-stream events the gateway produces: model
@@ -38,8 +39,10 @@ const EventRefused = "agentrun.dev/refused"
 
 // emit sends events of the keeper's run to the stream, marked with their
 // source and attempt, each kept for the policy's spec.events.maxAge (the
-// attempt's snapshot; its default when the snapshot has none). Without an
-// Emitter it does nothing.
+// attempt's snapshot; its default when the snapshot has none), within the
+// policy's spec.events.maxBytes (stream.Budget: past it, deltas are
+// dropped and results cut, so one run cannot evict other runs' history
+// from the store). Without an Emitter it does nothing.
 func (k *keeper) emit(evs ...stream.Event) {
 	em := k.g.opts.Events
 	if em == nil || len(evs) == 0 {
@@ -47,13 +50,27 @@ func (k *keeper) emit(evs ...stream.Event) {
 	}
 	k.mu.Lock()
 	run := stream.RunKey{Namespace: k.key.Namespace, Name: k.obj.Spec.RunName}
+	if ref := ownerRun(k.obj); ref != nil {
+		run.UID = string(ref.UID)
+	}
 	ttl := k.obj.Spec.Policy.Events.Age()
 	if k.streamMeta == nil {
 		k.streamMeta, _ = json.Marshal(map[string]string{"source": "gateway", "attempt": k.key.Name})
 	}
 	meta := k.streamMeta
-	k.mu.Unlock()
+	k.streamBudget.Max = k.obj.Spec.Policy.Events.Bytes()
+	dropped := k.streamBudget.Dropped()
+	admitted := make([]stream.Event, 0, len(evs))
 	for _, ev := range evs {
+		admitted = append(admitted, k.streamBudget.Admit(ev)...)
+	}
+	dropped = k.streamBudget.Dropped() - dropped
+	policy := k.obj.Spec.Policy.Name
+	k.mu.Unlock()
+	if dropped > 0 {
+		k.g.metrics.streamDropped.WithLabelValues(k.key.Namespace, policy).Add(float64(dropped))
+	}
+	for _, ev := range admitted {
 		ev.Metadata = meta
 		ev.TTL = ttl
 		if err := em.Emit(run, ev); err != nil {
@@ -79,12 +96,20 @@ func (k *keeper) emitToolResult(id, result string) {
 		Role: "tool", Content: chain.RedactText(result)})
 }
 
+// A refusal's CUSTOM event names the call and says why in at most these
+// bytes: both can carry what the agent sent (an unknown tool's name).
+const (
+	refusedCallBytes    = 256
+	refusedMessageBytes = 1024
+)
+
 // emitRefusal sends a refusal with its code and reason.
 func (k *keeper) emitRefusal(call string, e *apiError) {
 	if k.g.opts.Events == nil {
 		return
 	}
-	v, _ := json.Marshal(map[string]string{"call": call, "code": e.body.Code, "message": chain.RedactText(e.body.Message)})
+	v, _ := json.Marshal(map[string]string{"call": textutil.Truncate(call, refusedCallBytes), "code": e.body.Code,
+		"message": textutil.Truncate(chain.RedactText(e.body.Message), refusedMessageBytes)})
 	k.emit(stream.Event{Type: stream.Custom, Name: EventRefused, Value: v})
 }
 

@@ -97,9 +97,9 @@ func BenchmarkDeltaLatencyUpstreamToSSE(b *testing.B) {
 			}
 			ra.Spec.Grant.ModelRequests = 1000
 		}})
-	run := stream.RunKey{Namespace: gatewaytest.Namespace, Name: gatewaytest.Run}
+	run := stream.RunKey{Namespace: gatewaytest.Namespace, Name: gatewaytest.Run, UID: gatewaytest.RunUID}
 	h, err := sse.New(sse.Options{Source: st, Authorizer: sse.AllowAll,
-		RunExists: func(context.Context, stream.RunKey) (bool, error) { return true, nil }})
+		RunUID: func(context.Context, stream.RunKey) (string, bool, error) { return run.UID, true, nil }})
 	if err != nil {
 		b.Fatal(err)
 	}

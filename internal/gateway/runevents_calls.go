@@ -24,6 +24,7 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/stream"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // maxProposals bounds the model-proposed tool calls an attempt remembers
@@ -77,12 +78,25 @@ func (k *keeper) emitModel(evs []stream.Event) {
 	k.emit(evs...)
 }
 
+// refusedArgsBytes bounds the arguments a refused call's block streams: an
+// agent cannot fill the store with calls the gateway refuses.
+const refusedArgsBytes = 256
+
+// toolBlock is the run-stream block of one tool call the agent makes: the
+// model's proposal of it, or a block of its own, which announce streams
+// once the call is admitted or refused.
+type toolBlock struct {
+	id, tool string
+	args     string // redacted JSON
+	pending  bool   // a block of its own, not announced yet
+}
+
 // toolCallBlock returns the block of a tool call the agent makes: the
 // model's proposal of it (same tool, same arguments), which is then spent,
-// or else a new block, announced with its redacted arguments.
-func (k *keeper) toolCallBlock(tool string, args map[string]any) string {
+// or else a new block, streamed by announce. Nil without an Emitter.
+func (k *keeper) toolCallBlock(tool string, args map[string]any) *toolBlock {
 	if k.g.opts.Events == nil {
-		return ""
+		return nil
 	}
 	raw, _ := json.Marshal(chain.RedactArguments(args))
 	name, key := toolKey(tool), argsKey(string(raw))
@@ -92,17 +106,33 @@ func (k *keeper) toolCallBlock(tool string, args map[string]any) string {
 		if c.name == name && c.args == key {
 			p.done = append(p.done[:i], p.done[i+1:]...)
 			p.mu.Unlock()
-			return c.id
+			return &toolBlock{id: c.id, tool: tool}
 		}
 	}
 	p.mu.Unlock()
-	id := k.blockID("tool")
-	k.emit(
-		stream.Event{Type: stream.ToolCallStart, ToolCallID: id, ToolCallName: tool},
-		stream.Event{Type: stream.ToolCallArgs, ToolCallID: id, Delta: string(raw)},
-		stream.Event{Type: stream.ToolCallEnd, ToolCallID: id},
-	)
-	return id
+	return &toolBlock{id: k.blockID("tool"), tool: tool, args: string(raw), pending: true}
+}
+
+// announce streams a block of its own (once) and returns the block's id:
+// an admitted call with its redacted arguments, a refused one with them
+// cut to refusedArgsBytes.
+func (k *keeper) announce(b *toolBlock, admitted bool) string {
+	if b == nil {
+		return ""
+	}
+	if b.pending {
+		b.pending = false
+		args := b.args
+		if !admitted {
+			args = textutil.Truncate(args, refusedArgsBytes)
+		}
+		k.emit(
+			stream.Event{Type: stream.ToolCallStart, ToolCallID: b.id, ToolCallName: b.tool},
+			stream.Event{Type: stream.ToolCallArgs, ToolCallID: b.id, Delta: args},
+			stream.Event{Type: stream.ToolCallEnd, ToolCallID: b.id},
+		)
+	}
+	return b.id
 }
 
 // bindCall remembers the block of an agent API call until its outcome.

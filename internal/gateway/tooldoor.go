@@ -245,7 +245,9 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 	k.mu.Lock()
 	run := k.obj.Spec.RunName
 	k.mu.Unlock()
-	callID := k.toolCallBlock(name, args)
+	// The call's block is streamed once admission decides: in full if
+	// admitted, its arguments cut if refused.
+	blk := k.toolCallBlock(name, args)
 	cc := &chain.Call{
 		Kind: chain.KindTool, Namespace: ns, Run: run, Attempt: k.key.Name, Policy: policy, Token: tokenFrom(ctx),
 		Tool: name, Effect: t.entry.Effect, Risk: t.entry.Risk, Arguments: args,
@@ -255,7 +257,7 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 	out, ref := ch.Run(ctx, cc, func(ctx context.Context, c *chain.Call) chain.Outcome {
 		// What is admitted and dispatched is what the interceptors left
 		// of the arguments.
-		res, outcome = k.admitAndDispatch(ctx, t, c.Arguments, agentContext)
+		res, outcome = k.admitAndDispatch(ctx, t, c.Arguments, agentContext, blk)
 		return chain.Outcome{Result: text(res), IsError: res.IsError}
 	})
 	if ref != nil {
@@ -263,7 +265,7 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		k.refusal(e, "tool/"+name)
 		k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, "refused").Inc()
 		k.g.metrics.sessionToolCall(k)
-		k.emitToolResult(callID, e.body.Code+": "+e.body.Message)
+		k.emitToolResult(k.announce(blk, false), e.body.Code+": "+e.body.Message)
 		return refusedResult(e, nil)
 	}
 	k.g.metrics.toolCalls.WithLabelValues(ns, policy, name, outcome).Inc()
@@ -273,13 +275,14 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		res.Content = []mcp.Content{&mcp.TextContent{Text: out.Result}}
 		res.StructuredContent = nil
 	}
-	k.emitToolResult(callID, text(res))
+	k.emitToolResult(k.announce(blk, outcome != "refused"), text(res))
 	return res
 }
 
 // admitAndDispatch admits the call (the grant, modes × risk, approvals,
 // the write-ahead record) and dispatches it, recording its outcome.
-func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[string]any, agentContext string) (*mcp.CallToolResult, string) {
+func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[string]any, agentContext string, blk *toolBlock,
+) (*mcp.CallToolResult, string) {
 	canon, err := gatewayapi.CanonicalJSON(args)
 	if err != nil || string(canon) == "null" {
 		canon = []byte("{}")
@@ -288,6 +291,7 @@ func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[stri
 		tool: t.entry.Name, canon: canon, context: agentContext, summary: summarize(args), untilExpiry: true,
 	})
 	if e != nil {
+		k.announce(blk, false)
 		k.refusal(e, "tool/"+t.entry.Name)
 		meta := map[string]any{}
 		if call != nil {
@@ -295,6 +299,7 @@ func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[stri
 		}
 		return refusedResult(e, meta), "refused"
 	}
+	k.announce(blk, true)
 	res, o := k.dispatch(ctx, t, call, args)
 	k.settleCall(ctx, call, entry, o)
 	if res.Meta == nil {

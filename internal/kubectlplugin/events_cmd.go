@@ -29,9 +29,13 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -45,23 +49,32 @@ const (
 	// Service's label, by which a renamed install is found.
 	StreamLabel      = "app.kubernetes.io/name"
 	StreamLabelValue = "agentrun-stream"
+	// StreamAudience is the audience agentrun-stream accepts tokens of by
+	// default (its --token-audience; sse.DefaultAudience).
+	StreamAudience = "agentrun-stream"
 )
+
+// streamTokenSeconds is the lifetime of a token requested for
+// --service-account (TokenRequest's minimum).
+const streamTokenSeconds = 600
 
 // proxyHint explains why the API server's service proxy cannot carry the
 // caller's identity to agentrun-stream, and what works instead.
 func proxyHint(loc StreamLocation) string {
 	return fmt.Sprintf(`hint: through the API server's service proxy agentrun-stream cannot see who you are: the API server
 authenticates your request and removes its Authorization header before it proxies it. Reach the stream
-server directly instead, with a token the API server accepts:
+server directly instead, with a token issued for its audience (%s):
   kubectl -n %s port-forward svc/%s 8443:%d &
-  kubectl agentrun events RUN --server https://localhost:8443 --insecure --token "$(kubectl create token NAME)"`,
-		loc.Namespace, loc.Service, loc.Port)
+  kubectl agentrun events RUN --server https://localhost:8443 --insecure --service-account NAME`,
+		StreamAudience, loc.Namespace, loc.Service, loc.Port)
 }
 
 // directHint is the hint of a direct connection.
 const directHint = `hint: agentrun-stream authenticates the bearer token of the request (a TokenReview) and
-needs "get" on the run: pass --token (for example "$(kubectl create token NAME)");
-a client certificate does not reach it`
+accepts only tokens issued for its audience (` + StreamAudience + `), of a user that may "get" the run:
+pass --service-account NAME (the plugin requests such a token for it, as
+kubectl create token NAME --audience ` + StreamAudience + ` does), or --token; your kubeconfig's
+credentials are never sent to it`
 
 // StreamLocation is the Service of agentrun-stream and its HTTPS port.
 type StreamLocation struct {
@@ -216,10 +229,10 @@ func DirectURL(server, namespace, run string) (eventsURL, token string, err erro
 }
 
 // directClient is an HTTP client for a stream server given as --server. It
-// sends the caller's bearer credentials from the kubeconfig (a token, a
-// token file, an exec or auth-provider plugin) unless token is set; never
-// the API server's client certificate, basic auth or impersonation.
-func directClient(cfg *rest.Config, token, caFile string, insecure bool) (*http.Client, error) {
+// sends none of the kubeconfig's credentials: a token the API server
+// accepts is not for the stream server to hold. The bearer token is
+// EventsOptions.Token (--token, --service-account's, or the page URL's).
+func directClient(caFile string, insecure bool) (*http.Client, error) {
 	tlsConfig := &tls.Config{MinVersion: tls.VersionTLS12, InsecureSkipVerify: insecure} //nolint:gosec // --insecure
 	if caFile != "" {
 		pem, err := os.ReadFile(caFile)
@@ -234,19 +247,28 @@ func directClient(cfg *rest.Config, token, caFile string, insecure bool) (*http.
 	}
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	base.TLSClientConfig = tlsConfig
-	var rt http.RoundTripper = base
-	if token == "" && cfg != nil {
-		creds := &rest.Config{
-			BearerToken: cfg.BearerToken, BearerTokenFile: cfg.BearerTokenFile,
-			ExecProvider: cfg.ExecProvider, AuthProvider: cfg.AuthProvider, AuthConfigPersister: cfg.AuthConfigPersister,
-		}
-		wrapped, err := rest.HTTPWrappersForConfig(creds, rt)
-		if err != nil {
-			return nil, err
-		}
-		rt = wrapped
+	return &http.Client{Transport: base}, nil
+}
+
+// streamToken requests a token of service account sa (NAME, or
+// NAMESPACE/NAME; NAME is in namespace) issued for audience, with the
+// caller's kubeconfig identity — what `kubectl create token NAME
+// --audience agentrun-stream` does. The caller needs create on
+// serviceaccounts/token (the built-in edit role has it).
+func streamToken(ctx context.Context, kube kubernetes.Interface, namespace, sa, audience string) (string, error) {
+	if ns, name, ok := strings.Cut(sa, "/"); ok {
+		namespace, sa = ns, name
 	}
-	return &http.Client{Transport: rt}, nil
+	if namespace == "" || sa == "" || strings.Contains(sa, "/") {
+		return "", fmt.Errorf("--service-account %q: want NAME or NAMESPACE/NAME", sa)
+	}
+	tr, err := kube.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{audience}, ExpirationSeconds: ptr.To[int64](streamTokenSeconds)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		return "", fmt.Errorf("--service-account: a token of %s/%s for audience %q: %w", namespace, sa, audience, err)
+	}
+	return tr.Status.Token, nil
 }
 
 type eventsFlags struct {
@@ -256,6 +278,8 @@ type eventsFlags struct {
 	from     uint64
 	server   string
 	token    string
+	account  string
+	audience string
 	output   string
 	caFile   string
 	insecure bool
@@ -274,11 +298,15 @@ By default the request goes through the API server's service proxy to the Servic
 agentrun-system or, when it is not there (another namespace or name prefix), to the one Service
 labelled app.kubernetes.io/name=agentrun-stream; --stream-namespace and --stream-service name it.
 --server and --token (which on this command name the stream server and its bearer
-token, not the API server's) talk to a stream server directly: a port-forward, or make dev's URL.`,
+token, not the API server's) talk to a stream server directly: a port-forward, or make dev's URL.
+agentrun-stream accepts only tokens issued for its audience (agentrun-stream):
+--service-account NAME requests one for that service account with your kubeconfig identity.`,
 		Example: `  kubectl agentrun events survey-vector-dbs
   kubectl agentrun events survey-vector-dbs -f --from 120
   kubectl -n agentrun-system port-forward svc/agentrun-stream 8443:443 &
-  kubectl agentrun events survey-vector-dbs -f --server https://localhost:8443 --insecure --token "$TOKEN"
+  kubectl agentrun events survey-vector-dbs -f --server https://localhost:8443 --insecure --service-account my-viewer
+  kubectl agentrun events survey-vector-dbs -f --server https://localhost:8443 --insecure \
+    --token "$(kubectl create token my-viewer --audience agentrun-stream)"
   kubectl agentrun events survey-vector-dbs -o jsonl > survey.jsonl
   kubectl agentrun events survey-vector-dbs --stream-namespace research-ops --stream-service ar-stream`,
 		Args:              cobra.ExactArgs(1),
@@ -299,7 +327,12 @@ token, not the API server's) talk to a stream server directly: a port-forward, o
 	fl.StringVar(&f.streamService, "stream-service", "", "name of agentrun-stream's Service (default: agentrun-stream, "+
 		"else the one labelled app.kubernetes.io/name=agentrun-stream)")
 	fl.StringVar(&f.server, "server", "", "URL of the stream server (default: through the API server's service proxy)")
-	fl.StringVar(&f.token, "token", "", "bearer token for --server (default: the kubeconfig user's token)")
+	fl.StringVar(&f.token, "token", "", "bearer token for --server, issued for its audience "+
+		"(kubectl create token NAME --audience "+StreamAudience+")")
+	fl.StringVar(&f.account, "service-account", "", "with --server: request a token of this service account "+
+		"(NAME or NAMESPACE/NAME) for the stream's audience, and use it")
+	fl.StringVar(&f.audience, "stream-audience", StreamAudience, "audience of the token --service-account requests "+
+		"(agentrun-stream's --token-audience)")
 	fl.StringVarP(&f.output, "output", "o", "", "output format: jsonl (the events as received)")
 	fl.StringVar(&f.caFile, "ca-file", "", "CA bundle that verifies the certificate of --server")
 	fl.BoolVarP(&f.insecure, "insecure", "k", false, "do not verify the certificate of --server (a port-forward)")
@@ -335,14 +368,26 @@ func (p *plugin) eventsOptions(ctx context.Context, run string, f eventsFlags) (
 			return o, err
 		}
 		o.URL, o.Token, o.Hint = u, f.token, directHint
+		if f.account != "" {
+			if f.token != "" {
+				return o, fmt.Errorf("--token and --service-account: give one (--service-account requests a token)")
+			}
+			kube, err := p.Factory.Kube()
+			if err != nil {
+				return o, err
+			}
+			if o.Token, err = streamToken(ctx, kube, ns, f.account, f.audience); err != nil {
+				return o, err
+			}
+		}
 		if o.Token == "" {
 			o.Token = tok
 		}
-		o.Client, err = directClient(cfg, o.Token, f.caFile, f.insecure)
+		o.Client, err = directClient(f.caFile, f.insecure)
 		return o, err
 	}
-	if f.token != "" || f.caFile != "" || f.insecure {
-		return o, fmt.Errorf("--token, --ca-file and --insecure need --server")
+	if f.token != "" || f.account != "" || f.caFile != "" || f.insecure {
+		return o, fmt.Errorf("--token, --service-account, --ca-file and --insecure need --server")
 	}
 	c, err := p.Factory.Client()
 	if err != nil {

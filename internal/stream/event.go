@@ -94,11 +94,14 @@ func (t EventType) IsDelta() bool {
 	return t == TextMessageContent || t == ReasoningMessageContent || t == ToolCallArgs
 }
 
-// RunKey names the run an event belongs to: a ResearchRun's namespace and
-// name. Its text form is "namespace/name".
+// RunKey names the run an event belongs to: a ResearchRun's namespace,
+// name and UID. Its text form (an event's "run") is "namespace/name"; the
+// UID keys where its events are stored, so a run deleted and created again
+// under its name never reads or continues the deleted one's stream.
 type RunKey struct {
 	Namespace string
 	Name      string
+	UID       string
 }
 
 // String returns "namespace/name".
@@ -107,8 +110,19 @@ func (k RunKey) String() string { return k.Namespace + "/" + k.Name }
 // IsZero reports whether k names no run.
 func (k RunKey) IsZero() bool { return k.Namespace == "" && k.Name == "" }
 
-// Validate checks that both parts are set and contain no '/'.
+// Validate checks that all three parts are set and that none contains '/'.
 func (k RunKey) Validate() error {
+	if err := k.validateName(); err != nil {
+		return err
+	}
+	if k.UID == "" || strings.Contains(k.UID, "/") {
+		return fmt.Errorf("run key %q: the run's UID is required (a run's stream is keyed by its UID, so that a run "+
+			"created again under the same name never shows the deleted one's events)", k.String())
+	}
+	return nil
+}
+
+func (k RunKey) validateName() error {
 	if k.Namespace == "" || k.Name == "" {
 		return fmt.Errorf("run key %q: namespace and name are both required", k.String())
 	}
@@ -118,14 +132,14 @@ func (k RunKey) Validate() error {
 	return nil
 }
 
-// ParseRunKey parses "namespace/name".
+// ParseRunKey parses "namespace/name" (an event's "run": it has no UID).
 func ParseRunKey(s string) (RunKey, error) {
 	ns, name, ok := strings.Cut(s, "/")
 	k := RunKey{Namespace: ns, Name: name}
 	if !ok {
 		return k, fmt.Errorf("run key %q: want namespace/name", s)
 	}
-	return k, k.Validate()
+	return k, k.validateName()
 }
 
 // Event is one AG-UI event of a run's stream. One flat struct serves every

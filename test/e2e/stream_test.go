@@ -39,6 +39,7 @@ import (
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/stream"
+	"github.com/agentrun-dev/agentrun/internal/stream/sse"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
@@ -142,12 +143,12 @@ func textOf(evs []stream.Event) string {
 }
 
 // tokenOf returns a token of service account name in ns (created without
-// any role if it does not exist).
+// any role if it does not exist), issued for the stream server's audience.
 func tokenOf(ns, name string) string {
 	GinkgoHelper()
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 	_ = st.Client.Create(ctx, sa)
-	tr := &authenticationv1.TokenRequest{}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{Audiences: []string{sse.DefaultAudience}}}
 	Expect(st.Client.SubResource("token").Create(ctx, sa, tr)).To(Succeed())
 	return tr.Status.Token
 }

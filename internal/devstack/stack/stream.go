@@ -30,6 +30,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrun-dev/agentrun/internal/stream/sse"
 )
 
 // The run-stream server's identity, as config/default deploys it.
@@ -104,7 +106,8 @@ func (s *Stack) ViewerToken(ctx context.Context, namespace, name string) (string
 			return "", err
 		}
 	}
-	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](24 * 3600)}}
+	tr := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
+		Audiences: []string{sse.DefaultAudience}, ExpirationSeconds: ptr.To[int64](24 * 3600)}}
 	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}}
 	if err := s.Client.SubResource("token").Create(ctx, sa, tr); err != nil {
 		return "", fmt.Errorf("a token for %s/%s: %w", namespace, name, err)

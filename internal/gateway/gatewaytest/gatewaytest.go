@@ -58,7 +58,9 @@ const (
 	Namespace  = "team"
 	Run        = "survey"
 	RunAttempt = "survey-1"
-	PodUID     = "pod-uid-1"
+	// RunUID is the run's UID (the attempt's owner reference).
+	RunUID = "run-uid"
+	PodUID = "pod-uid-1"
 	// Token is the attempt pod's bearer token.
 	Token = "token-of-survey-1"
 	// OtherPodToken is the token of an earlier pod of the same name (another
@@ -134,7 +136,7 @@ func Attempt() *v1alpha1.RunAttempt {
 			Namespace: Namespace, Name: RunAttempt, Generation: 1, ResourceVersion: "",
 			Labels: map[string]string{v1alpha1.LabelRun: Run, v1alpha1.LabelAttempt: "1"},
 			OwnerReferences: []metav1.OwnerReference{{
-				APIVersion: v1alpha1.GroupVersion.String(), Kind: "ResearchRun", Name: Run, UID: "run-uid", Controller: new(true),
+				APIVersion: v1alpha1.GroupVersion.String(), Kind: "ResearchRun", Name: Run, UID: RunUID, Controller: new(true),
 			}},
 		},
 		Spec: v1alpha1.RunAttemptSpec{

@@ -67,8 +67,11 @@ type Options struct {
 	Source Source
 	// Authorizer decides each request (required).
 	Authorizer Authorizer
-	// RunExists reports whether the run exists (else 404). Required.
-	RunExists func(ctx context.Context, run stream.RunKey) (bool, error)
+	// RunUID returns the UID of the run named by run's namespace and name,
+	// and whether it exists (else 404). Required. The stream served is
+	// that UID's: a run created again under a deleted one's name never
+	// shows the deleted one's events.
+	RunUID func(ctx context.Context, run stream.RunKey) (uid string, found bool, err error)
 	// Snapshot returns the run's state as of at least event lastSeq, sent as
 	// the STATE_SNAPSHOT a new subscriber gets first. Nil: a new subscriber
 	// gets the whole retained trajectory instead.
@@ -108,8 +111,8 @@ type metrics struct {
 
 // New returns a handler serving PathPattern.
 func New(opts Options) (*Handler, error) {
-	if opts.Source == nil || opts.Authorizer == nil || opts.RunExists == nil {
-		return nil, errors.New("stream sse: Source, Authorizer and RunExists are required")
+	if opts.Source == nil || opts.Authorizer == nil || opts.RunUID == nil {
+		return nil, errors.New("stream sse: Source, Authorizer and RunUID are required")
 	}
 	if opts.QueueEvents <= 0 {
 		opts.QueueEvents = 256
@@ -175,8 +178,8 @@ func (h *Handler) Queues() []QueueStats {
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	run := stream.RunKey{Namespace: r.PathValue("namespace"), Name: r.PathValue("name")}
-	if err := run.Validate(); err != nil {
-		writeStatus(w, http.StatusBadRequest, "BadRequest", err.Error(), nil)
+	if run.Namespace == "" || run.Name == "" {
+		writeStatus(w, http.StatusBadRequest, "BadRequest", fmt.Sprintf("run %q: namespace and name are both required", run), nil)
 		return
 	}
 	attrs := Attributes{Verb: VerbGet, APIGroup: APIGroup, Resource: ResourceResearchRuns, Namespace: run.Namespace, Name: run.Name}
@@ -196,7 +199,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 				attrs.APIGroup, attrs.Name, d.User, attrs.Verb, attrs.Resource, attrs.APIGroup, attrs.Namespace), d.Reason), nil)
 		return
 	}
-	ok, err := h.opts.RunExists(ctx, run)
+	uid, ok, err := h.opts.RunUID(ctx, run)
 	if err != nil {
 		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", fmt.Sprintf("cannot look up researchruns.%s %q: %v", APIGroup, run.Name, err), nil)
 		return
@@ -205,6 +208,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, http.StatusNotFound, "NotFound", fmt.Sprintf("researchruns.%s %q not found in namespace %q", APIGroup, run.Name, run.Namespace), nil)
 		return
 	}
+	run.UID = uid
 	bounds, err := h.opts.Source.Bounds(ctx, run)
 	if err != nil {
 		writeStatus(w, http.StatusServiceUnavailable, "ServiceUnavailable", fmt.Sprintf("run stream of %s unavailable: %v", run, err), nil)

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -441,4 +442,47 @@ func readWhole(rd *sseReader, total, blocks, textLen int) error {
 		}
 	}
 	return nil
+}
+
+// A run deleted and created again under its name is another run: its
+// stream (export, replay from the start, the live tail) shows none of the
+// deleted run's events, and its own start at seq 1; the deleted run's
+// events are not served under the name any more.
+func TestARecreatedRunDoesNotShowTheDeletedRunsStream(t *testing.T) {
+	f := newFixture(t, store.Config{}, Options{})
+	old := runA
+	f.publish(old, stream.Event{Type: stream.RunStarted, ThreadID: old.String(), RunID: old.UID})
+	f.publish(old, stream.Event{Type: stream.Custom, Name: "secret-of-the-old-run", Value: json.RawMessage(`"old"`)})
+
+	recreated := stream.RunKey{Namespace: old.Namespace, Name: old.Name, UID: "uid-survey-v2-again"}
+	f.mu.Lock()
+	f.exists = map[stream.RunKey]bool{recreated: true}
+	f.mu.Unlock()
+	f.publish(recreated, stream.Event{Type: stream.RunStarted, ThreadID: recreated.String(), RunID: recreated.UID})
+
+	resp := f.get(ctxT(t), f.url(recreated, "format=jsonl"), nil)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Header.Get(HeaderLastSeq) != "1" {
+		t.Fatalf("export: %s %v", resp.Status, resp.Header)
+	}
+	if strings.Contains(string(body), "secret-of-the-old-run") || !strings.Contains(string(body), `"runId":"uid-survey-v2-again"`) {
+		t.Errorf("the recreated run's export shows the deleted run's events, or not its own:\n%s", body)
+	}
+
+	resp = f.get(ctxT(t), f.url(recreated, ""), map[string]string{"Last-Event-ID": "0"})
+	defer func() { _ = resp.Body.Close() }()
+	if resp.StatusCode != 200 {
+		t.Fatalf("resume from 0: %s", resp.Status)
+	}
+	rd := newSSEReader(resp.Body)
+	first := readMsgs(t, rd, 1)[0]
+	if first.ev.Type != stream.RunStarted || first.ev.RunID != recreated.UID || first.id != "1" {
+		t.Errorf("the first event from the start is %s %s (id %s), want the recreated run's RUN_STARTED at 1",
+			first.ev.Type, first.ev.RunID, first.id)
+	}
+	f.publish(recreated, step(2))
+	if m := readMsgs(t, rd, 1)[0]; m.ev.StepName != "step-2" || m.id != "2" {
+		t.Errorf("the live tail's next event is %+v (id %s), want step-2 at 2", m.ev, m.id)
+	}
 }

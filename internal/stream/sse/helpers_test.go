@@ -35,7 +35,7 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/stream/store"
 )
 
-var runA = stream.RunKey{Namespace: "team-a", Name: "survey.v2"}
+var runA = stream.RunKey{Namespace: "team-a", Name: "survey.v2", UID: "uid-survey-v2"}
 
 type fixture struct {
 	t     testing.TB
@@ -72,10 +72,15 @@ func newFixture(t testing.TB, cfg store.Config, opts Options) *fixture {
 			return AllowAll.Authorize(ctx, r, a)
 		})
 	}
-	opts.RunExists = func(_ context.Context, run stream.RunKey) (bool, error) {
+	opts.RunUID = func(_ context.Context, run stream.RunKey) (string, bool, error) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		return f.exists[run], nil
+		for k, ok := range f.exists {
+			if ok && k.Namespace == run.Namespace && k.Name == run.Name {
+				return k.UID, true, nil
+			}
+		}
+		return "", false, nil
 	}
 	if opts.Snapshot == nil {
 		opts.Snapshot = func(_ context.Context, _ stream.RunKey, last uint64) (json.RawMessage, error) {

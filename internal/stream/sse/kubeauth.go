@@ -39,6 +39,13 @@ import (
 	"k8s.io/client-go/rest"
 )
 
+// DefaultAudience is the audience a reader's token must be issued for by
+// default (`kubectl create token NAME --audience agentrun-stream`): a
+// token minted for the API server, or for the gateway, is refused, so the
+// stream server never accepts (and could never replay) a credential that
+// works elsewhere.
+const DefaultAudience = "agentrun-stream"
+
 // Defaults of KubeAuthOptions.
 const (
 	DefaultAuthnCacheTTL   = 10 * time.Second
@@ -51,9 +58,10 @@ const (
 // defaults.
 type KubeAuthOptions struct {
 	// Audiences the caller's token must be issued for (TokenReview
-	// spec.audiences). Empty: the API server's own audience (its
-	// --api-audiences, by default the service-account issuer) — the tokens
-	// kubectl and `kubectl create token` use.
+	// spec.audiences). Empty: DefaultAudience. A token of the API server's
+	// own audience (kubectl's, `kubectl create token NAME` without
+	// --audience) is accepted only if one of these is among the API
+	// server's --api-audiences.
 	Audiences []string
 
 	// AuthnCacheTTL is how long a TokenReview's answer for a token is reused
@@ -137,6 +145,9 @@ func NewKubeAuthorizer(cfg *rest.Config, opts KubeAuthOptions) (Authorizer, erro
 }
 
 func (o KubeAuthOptions) withDefaults() KubeAuthOptions {
+	if len(o.Audiences) == 0 {
+		o.Audiences = []string{DefaultAudience}
+	}
 	if o.AuthnCacheTTL <= 0 {
 		o.AuthnCacheTTL = DefaultAuthnCacheTTL
 	}
@@ -184,6 +195,10 @@ func (k *kubeAuthorizer) Authorize(ctx context.Context, r *http.Request, a Attri
 		reason := "no bearer token (Authorization: Bearer <token>)"
 		if err != nil {
 			reason = "the API server did not accept the bearer token: " + redact(err.Error(), header)
+		}
+		if len(k.audiences) > 0 {
+			reason += fmt.Sprintf("; this server accepts tokens issued for audience %q only "+
+				"(kubectl create token NAME --audience %s)", strings.Join(k.audiences, `" or "`), k.audiences[0])
 		}
 		return Decision{Reason: reason}, nil
 	}

@@ -36,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/agentrun-dev/agentrun/internal/stream/store"
+	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 	"github.com/agentrun-dev/agentrun/test/utils"
 )
 
@@ -66,7 +67,7 @@ func TestKubeAuthorizer(t *testing.T) {
 		g.Expect(err).NotTo(HaveOccurred())
 		return tr.Status.Token
 	}
-	viewerToken := token()
+	viewerToken := token(DefaultAudience)
 	const viewer = "system:serviceaccount:team-a:viewer"
 
 	// Small TTLs: a new RoleBinding shows within 200 ms.
@@ -195,24 +196,32 @@ func TestKubeAuthorizer(t *testing.T) {
 
 	t.Run("audiences", func(t *testing.T) {
 		g := NewWithT(t)
-		const aud = "agentrun-stream"
-		scoped, err := NewKubeAuthorizer(cfg, KubeAuthOptions{Audiences: []string{aud}})
+		const custom = "stream.example.org"
+		scoped, err := NewKubeAuthorizer(cfg, KubeAuthOptions{Audiences: []string{custom}})
 		g.Expect(err).NotTo(HaveOccurred())
-		for _, tc := range []struct {
+		for name, tc := range map[string]struct {
 			az    Authorizer
 			token string
 			ok    bool
 		}{
-			{scoped, token(aud), true},
-			{scoped, viewerToken, false}, // the API server's audience, not ours
-			{az, token(aud), false},      // ours, not the API server's
-			{az, viewerToken, true},
+			// By default only a token issued for agentrun-stream: not one
+			// of the API server's audience (kubectl's, `kubectl create
+			// token NAME`), not one minted for the gateway.
+			"default: the stream's audience": {az, viewerToken, true},
+			"default: the API server's":      {az, token(), false},
+			"default: the gateway's":         {az, token(gatewayapi.Audience), false},
+			"custom: its audience":           {scoped, token(custom), true},
+			"custom: the default's":          {scoped, viewerToken, false},
 		} {
 			d, err := tc.az.Authorize(ctx, request(bearer(tc.token), ""), attrs(ns))
 			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(d.Authenticated).To(Equal(tc.ok), "%+v", d)
-			g.Expect(d.Allowed).To(Equal(tc.ok))
+			g.Expect(d.Authenticated).To(Equal(tc.ok), "%s: %+v", name, d)
+			g.Expect(d.Allowed).To(Equal(tc.ok), name)
 		}
+		// Through the handler: 401, saying which audience it takes.
+		code, msg := status(bearer(token()))
+		g.Expect(code).To(Equal(http.StatusUnauthorized))
+		g.Expect(msg).To(ContainSubstring(`accepts tokens issued for audience "agentrun-stream" only (kubectl create token NAME --audience agentrun-stream)`))
 	})
 
 	t.Run("API server unreachable fails closed", func(t *testing.T) {
@@ -234,7 +243,7 @@ func TestKubeAuthorizer(t *testing.T) {
 		// An identity that may not create TokenReviews: the review fails,
 		// which is not the caller's fault either.
 		weak := rest.AnonymousClientConfig(cfg)
-		weak.BearerToken = viewerToken
+		weak.BearerToken = token() // the API server's audience: the viewer's own identity
 		wz, err := NewKubeAuthorizer(weak, KubeAuthOptions{RetryBackoff: once})
 		g.Expect(err).NotTo(HaveOccurred())
 		_, err = wz.Authorize(ctx, request(bearer(viewerToken), ""), attrs(ns))

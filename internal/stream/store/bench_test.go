@@ -41,7 +41,7 @@ func BenchmarkPublish100Runs(b *testing.B) {
 			start := time.Now()
 			var wg sync.WaitGroup
 			for p := range producers {
-				run := stream.RunKey{Namespace: "bench", Name: fmt.Sprintf("run-%d", p)}
+				run := stream.RunKey{Namespace: "bench", Name: fmt.Sprintf("run-%d", p), UID: fmt.Sprintf("uid-%d", p)}
 				wg.Go(func() {
 					for next.Add(1) <= int64(b.N) {
 						if _, err := s.Publish(context.Background(), run, ev); err != nil {

@@ -156,11 +156,18 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Subject returns the run's subject, <prefix>.<namespace>.<name>, each of the
-// two tokens escaped by EscapeToken.
+// Subject returns the run's subject, <prefix>.<namespace>.<name>.<uid>, each
+// of the three tokens escaped by EscapeToken. The UID makes a run created
+// again under a deleted one's name a subject of its own. (Before the UID
+// token, subjects were <prefix>.<namespace>.<name>: LegacySubjects matches
+// them.)
 func Subject(prefix string, run stream.RunKey) string {
-	return prefix + "." + EscapeToken(run.Namespace) + "." + EscapeToken(run.Name)
+	return prefix + "." + EscapeToken(run.Namespace) + "." + EscapeToken(run.Name) + "." + EscapeToken(run.UID)
 }
+
+// LegacySubjects is the filter of the subjects that earlier versions keyed
+// by name alone (<prefix>.<namespace>.<name>): no run reads them any more.
+func LegacySubjects(prefix string) string { return prefix + ".*.*" }
 
 // EscapeToken makes s one subject token: lowercase letters, digits and '-'
 // pass; every other byte, '_' included, becomes _xx (its hex). Distinct
@@ -182,7 +189,9 @@ func EscapeToken(s string) string {
 	return b.String()
 }
 
-// MsgID is the Nats-Msg-Id of a run's event seq.
+// MsgID is the Nats-Msg-Id of a run's event seq: with the run's UID, so a
+// run created again under its name within the duplicate window is not
+// taken for the deleted one's retry.
 func MsgID(run stream.RunKey, seq uint64) string {
-	return fmt.Sprintf("%s/%d", run.String(), seq)
+	return fmt.Sprintf("%s/%s/%d", run.String(), run.UID, seq)
 }

@@ -115,8 +115,8 @@ func ctxT(t testing.TB) context.Context {
 	return ctx
 }
 
-var runA = stream.RunKey{Namespace: "team-a", Name: "survey.v2"}
-var runB = stream.RunKey{Namespace: "team-a", Name: "other"}
+var runA = stream.RunKey{Namespace: "team-a", Name: "survey.v2", UID: "uid-a"}
+var runB = stream.RunKey{Namespace: "team-a", Name: "other", UID: "uid-b"}
 
 func text(id, delta string) stream.Event {
 	return stream.Event{Type: stream.TextMessageContent, MessageID: id, Delta: delta}

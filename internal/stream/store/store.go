@@ -300,6 +300,9 @@ type Bounds struct {
 // Bounds returns the run's oldest and last stored seqs. Events before Oldest
 // have left the retention window.
 func (s *Store) Bounds(ctx context.Context, run stream.RunKey) (Bounds, error) {
+	if err := run.Validate(); err != nil {
+		return Bounds{}, err
+	}
 	subj := s.Subject(run)
 	first, err := s.st.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(subj))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -319,6 +322,9 @@ func (s *Store) Bounds(ctx context.Context, run stream.RunKey) (Bounds, error) {
 // when it was emitted: a producer's backlog stores old events late); ok is
 // false if the run has none.
 func (s *Store) Last(ctx context.Context, run stream.RunKey) (ev stream.Event, stored time.Time, ok bool, err error) {
+	if err := run.Validate(); err != nil {
+		return ev, stored, false, err
+	}
 	m, err := s.st.GetLastMsgForSubject(ctx, s.Subject(run))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return ev, stored, false, nil
@@ -329,6 +335,7 @@ func (s *Store) Last(ctx context.Context, run stream.RunKey) (ev stream.Event, s
 	if err := json.Unmarshal(m.Data, &ev); err != nil {
 		return ev, stored, false, fmt.Errorf("stream store: last event of %s: %w", run, err)
 	}
+	ev.Run = run
 	return ev, m.Time, true, nil
 }
 
@@ -423,6 +430,9 @@ func (m *messages) Stop() {
 // the whole retained trajectory) to the last one stored when Replay began,
 // in order, then returns. It stops at fn's first error and returns it.
 func (s *Store) Replay(ctx context.Context, run stream.RunKey, from uint64, fn func(stream.Event) error) error {
+	if err := run.Validate(); err != nil {
+		return err
+	}
 	subj := s.Subject(run)
 	last, err := s.st.GetLastMsgForSubject(ctx, subj)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -455,6 +465,7 @@ func (s *Store) Replay(ctx context.Context, run stream.RunKey, from uint64, fn f
 		if err := json.Unmarshal(msg.Data(), &ev); err != nil {
 			return fmt.Errorf("stream store: replay %s: %w", run, err)
 		}
+		ev.Run = run
 		if ev.Seq >= from {
 			if err := fn(ev); err != nil {
 				return err
@@ -493,6 +504,9 @@ func (s *Subscription) Err() error {
 // ends. The channel has a small buffer; a reader that stops reading stalls
 // only its own subscription.
 func (s *Store) Subscribe(ctx context.Context, run stream.RunKey, after uint64) (*Subscription, error) {
+	if err := run.Validate(); err != nil {
+		return nil, err
+	}
 	subj := s.Subject(run)
 	start, err := s.startAfter(ctx, subj, after)
 	if err != nil {
@@ -526,6 +540,7 @@ func (s *Store) Subscribe(ctx context.Context, run stream.RunKey, after uint64) 
 				fail(err)
 				return
 			}
+			ev.Run = run
 			if ev.Seq <= last {
 				continue
 			}

@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -39,11 +40,12 @@ func TestSubjectEscaping(t *testing.T) {
 		run  stream.RunKey
 		want string
 	}{
-		"plain":                    {stream.RunKey{Namespace: "default", Name: "run-1"}, "agentrun.events.default.run-1"},
-		"dots":                     {stream.RunKey{Namespace: "ns", Name: "a.b"}, "agentrun.events.ns.a_2eb"},
-		"underscore kept distinct": {stream.RunKey{Namespace: "ns", Name: "a_2eb"}, "agentrun.events.ns.a_5f2eb"},
-		"wildcards":                {stream.RunKey{Namespace: "ns", Name: "*>"}, "agentrun.events.ns._2a_3e"},
-		"upper and space":          {stream.RunKey{Namespace: "ns", Name: "A b"}, "agentrun.events.ns._41_20b"},
+		"plain":                    {stream.RunKey{Namespace: "default", Name: "run-1", UID: "u-1"}, "agentrun.events.default.run-1.u-1"},
+		"dots":                     {stream.RunKey{Namespace: "ns", Name: "a.b", UID: "u"}, "agentrun.events.ns.a_2eb.u"},
+		"underscore kept distinct": {stream.RunKey{Namespace: "ns", Name: "a_2eb", UID: "u"}, "agentrun.events.ns.a_5f2eb.u"},
+		"wildcards":                {stream.RunKey{Namespace: "ns", Name: "*>", UID: "u"}, "agentrun.events.ns._2a_3e.u"},
+		"upper and space":          {stream.RunKey{Namespace: "ns", Name: "A b", UID: "u"}, "agentrun.events.ns._41_20b.u"},
+		"the UID keys the run":     {stream.RunKey{Namespace: "ns", Name: "a", UID: "6f1c-9a"}, "agentrun.events.ns.a.6f1c-9a"},
 	}
 	for name, tc := range tests {
 		t.Run(name, func(t *testing.T) {
@@ -77,7 +79,7 @@ func TestPublishAssignsSeqPerRunFromOne(t *testing.T) {
 	if got[2].Run != runA || got[2].StepName != "step-3" || got[2].Timestamp == 0 {
 		t.Errorf("stored event = %+v", got[2])
 	}
-	if b, _ := s.Bounds(ctxT(t), stream.RunKey{Namespace: "x", Name: "none"}); b != (Bounds{}) {
+	if b, _ := s.Bounds(ctxT(t), stream.RunKey{Namespace: "x", Name: "none", UID: "u"}); b != (Bounds{}) {
 		t.Errorf("Bounds(unknown) = %+v, want zero", b)
 	}
 }
@@ -87,8 +89,15 @@ func TestPublishRefusesInvalid(t *testing.T) {
 	if _, err := s.Publish(ctxT(t), runA, stream.Event{Type: stream.TextMessageContent}); !errors.Is(err, stream.ErrInvalidEvent) {
 		t.Errorf("event without messageId: %v", err)
 	}
-	if _, err := s.Publish(ctxT(t), stream.RunKey{Name: "x"}, final(1)); err == nil {
+	if _, err := s.Publish(ctxT(t), stream.RunKey{Name: "x", UID: "u"}, final(1)); err == nil {
 		t.Error("run without namespace accepted")
+	}
+	if _, err := s.Publish(ctxT(t), stream.RunKey{Namespace: "x", Name: "x"}, final(1)); err == nil ||
+		!strings.Contains(err.Error(), "UID is required") {
+		t.Errorf("run without UID: %v, want refused naming the UID", err)
+	}
+	if err := s.Replay(ctxT(t), stream.RunKey{Namespace: "x", Name: "x"}, 1, func(stream.Event) error { return nil }); err == nil {
+		t.Error("a replay by name alone was accepted")
 	}
 }
 
@@ -227,7 +236,7 @@ func TestReplay(t *testing.T) {
 	if err := s.Replay(ctxT(t), runA, 0, func(stream.Event) error { n++; return stop }); !errors.Is(err, stop) || n != 1 {
 		t.Errorf("Replay with a failing fn: %v after %d events", err, n)
 	}
-	if got := replayAll(t, s, stream.RunKey{Namespace: "x", Name: "none"}, 0); len(got) != 0 {
+	if got := replayAll(t, s, stream.RunKey{Namespace: "x", Name: "none", UID: "u"}, 0); len(got) != 0 {
 		t.Errorf("unknown run replayed %d events", len(got))
 	}
 }
@@ -376,7 +385,7 @@ func TestEventJSONIsStoredAsIs(t *testing.T) {
 	if obj["type"] != "TOOL_CALL_ARGS" || obj["seq"] != 1.0 || obj["run"] != "team-a/survey.v2" || obj["delta"] != `{"a":` {
 		t.Errorf("stored %s", m.Data)
 	}
-	if m.Header.Get(nats.MsgIdHdr) != "team-a/survey.v2/1" || m.Header.Get(SeqHeader) != "1" {
+	if m.Header.Get(nats.MsgIdHdr) != "team-a/survey.v2/uid-a/1" || m.Header.Get(SeqHeader) != "1" {
 		t.Errorf("headers %v", m.Header)
 	}
 }

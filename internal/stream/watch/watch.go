@@ -129,7 +129,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		return ctrl.Result{}, err
 	}
-	key := stream.RunKey{Namespace: run.Namespace, Name: run.Name}
+	key := stream.RunKey{Namespace: run.Namespace, Name: run.Name, UID: string(run.UID)}
 	ret, err := r.retention(ctx, &run)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -151,13 +151,13 @@ func (r *Reconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		seq, err := r.Store.Publish(ctx, key, ev)
 		if err != nil {
 			// What was published is folded in; the rest is retried.
-			r.save(ctx, req.NamespacedName, cp)
+			r.save(ctx, req.NamespacedName, key, cp)
 			return ctrl.Result{RequeueAfter: time.Second}, fmt.Errorf("publish %s of %s: %w", ev.Type, key, err)
 		}
 		ev.Seq = seq
 		cp = runstate.Fold(cp, ev)
 	}
-	r.save(ctx, req.NamespacedName, cp)
+	r.save(ctx, req.NamespacedName, key, cp)
 	return r.sweep(ctx, req.NamespacedName, key, &run, cp, ret, res), nil
 }
 
@@ -270,20 +270,22 @@ func (r *Reconciler) endWait(ctx context.Context, key stream.RunKey, run *v1alph
 }
 
 // checkpoint returns the run's checkpoint: from memory, else from the
-// bucket, caught up with the events stored after it.
+// bucket, caught up with the events stored after it. A checkpoint is of one
+// run UID: one of a deleted run of the same name is not this run's.
 func (r *Reconciler) checkpoint(ctx context.Context, nn types.NamespacedName, key stream.RunKey) (runstate.Checkpoint, error) {
 	r.mu.Lock()
 	cp, ok := r.mem[nn]
 	r.mu.Unlock()
-	if ok {
+	if ok && cp.RunUID == key.UID {
 		return cp, nil
 	}
+	cp = runstate.Checkpoint{RunUID: key.UID}
 	if r.KV != nil {
 		e, err := r.KV.Get(ctx, kvKey(key))
 		switch {
 		case err == nil:
-			if err := json.Unmarshal(e.Value(), &cp); err != nil {
-				cp = runstate.Checkpoint{}
+			if err := json.Unmarshal(e.Value(), &cp); err != nil || cp.RunUID != key.UID {
+				cp = runstate.Checkpoint{RunUID: key.UID}
 			}
 		case !errors.Is(err, jetstream.ErrKeyNotFound):
 			return cp, fmt.Errorf("checkpoint of %s: %w", key, err)
@@ -310,13 +312,13 @@ func (r *Reconciler) remember(nn types.NamespacedName, cp runstate.Checkpoint) {
 	r.mem[nn] = cp
 }
 
-func (r *Reconciler) save(ctx context.Context, nn types.NamespacedName, cp runstate.Checkpoint) {
+func (r *Reconciler) save(ctx context.Context, nn types.NamespacedName, key stream.RunKey, cp runstate.Checkpoint) {
 	r.remember(nn, cp)
 	if r.KV == nil {
 		return
 	}
 	b, _ := json.Marshal(cp)
-	if _, err := r.KV.Put(ctx, kvKey(stream.RunKey{Namespace: nn.Namespace, Name: nn.Name}), b); err != nil {
+	if _, err := r.KV.Put(ctx, kvKey(key), b); err != nil {
 		// The events are stored; a restart catches up from the older
 		// checkpoint by replaying them.
 		logf.FromContext(ctx).Info("Could not save the run stream checkpoint", "error", err.Error())
@@ -324,18 +326,32 @@ func (r *Reconciler) save(ctx context.Context, nn types.NamespacedName, cp runst
 }
 
 // forget drops a deleted run's checkpoint; its events stay until retention
-// removes them.
+// removes them, and are never read again: a run created again under the
+// name is another UID, another subject.
 func (r *Reconciler) forget(ctx context.Context, nn types.NamespacedName) {
 	r.mu.Lock()
+	cp, known := r.mem[nn]
 	delete(r.mem, nn)
 	delete(r.trims, nn)
 	r.mu.Unlock()
-	if r.KV != nil {
-		_ = r.KV.Delete(ctx, kvKey(stream.RunKey{Namespace: nn.Namespace, Name: nn.Name}))
+	if r.KV == nil {
+		return
+	}
+	key := stream.RunKey{Namespace: nn.Namespace, Name: nn.Name}
+	_ = r.KV.Delete(ctx, kvKey(key))
+	if known && cp.RunUID != "" {
+		key.UID = cp.RunUID
+		_ = r.KV.Delete(ctx, kvKey(key))
 	}
 }
 
-// kvKey is the run's key in the bucket: its subject tokens.
+// kvKey is the run's key in the bucket: its subject's tokens, the UID's
+// included. (Earlier versions keyed checkpoints by namespace and name, of
+// streams keyed the same way; forget removes such a key too.)
 func kvKey(run stream.RunKey) string {
-	return store.EscapeToken(run.Namespace) + "." + store.EscapeToken(run.Name)
+	k := store.EscapeToken(run.Namespace) + "." + store.EscapeToken(run.Name)
+	if run.UID != "" {
+		k += "." + store.EscapeToken(run.UID)
+	}
+	return k
 }

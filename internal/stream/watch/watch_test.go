@@ -40,7 +40,7 @@ import (
 
 const ns = "team-a"
 
-var key = stream.RunKey{Namespace: ns, Name: "survey"}
+var key = stream.RunKey{Namespace: ns, Name: "survey", UID: "uid-1"}
 
 func objects(events v1alpha1.EventRetention) (*v1alpha1.ResearchRun, []client.Object) {
 	run := &v1alpha1.ResearchRun{
@@ -223,4 +223,34 @@ func TestActiveRunIsTrimmedEveryMinuteAndOnceWhenItEnds(t *testing.T) {
 	f.now = f.now.Add(time.Hour)
 	g.Expect(f.reconcile().RequeueAfter).To(BeZero())
 	g.Expect(f.bounds().Oldest).To(Equal(ended.Oldest))
+}
+
+// A run deleted and created again under its name, even before the watcher
+// saw the deletion, starts a stream of its own: RUN_STARTED with the new
+// UID at seq 1, and the deleted run's stream is neither continued nor
+// shown.
+func TestARecreatedRunStartsAStreamOfItsOwn(t *testing.T) {
+	g := NewWithT(t)
+	run, objs := objects(v1alpha1.EventRetention{})
+	f := newFixture(t, objs...)
+	f.reconcile()
+	g.Expect(f.bounds()).To(Equal(store.Bounds{Oldest: 1, Last: 2}))
+
+	g.Expect(f.c.Delete(context.Background(), run)).To(Succeed())
+	again := run.DeepCopy()
+	again.ResourceVersion, again.UID = "", "uid-2"
+	g.Expect(f.c.Create(context.Background(), again)).To(Succeed())
+	f.reconcile()
+
+	recreated := stream.RunKey{Namespace: ns, Name: key.Name, UID: "uid-2"}
+	var evs []stream.Event
+	g.Expect(f.st.Replay(context.Background(), recreated, 0, func(ev stream.Event) error {
+		evs = append(evs, ev)
+		return nil
+	})).To(Succeed())
+	g.Expect(evs).To(HaveLen(2))
+	g.Expect(evs[0].Type).To(Equal(stream.RunStarted))
+	g.Expect(evs[0].RunID).To(Equal("uid-2"))
+	g.Expect(evs[0].Seq).To(Equal(uint64(1)), "the new run's stream starts at 1")
+	g.Expect(f.bounds()).To(Equal(store.Bounds{Oldest: 1, Last: 2}), "the deleted run's stream is not continued")
 }

@@ -196,8 +196,11 @@ func newServer(t *testing.T, runs RunLister, exists func(stream.RunKey) bool) *s
 	events, err := sse.New(sse.Options{
 		Source:     st,
 		Authorizer: auth,
-		RunExists:  func(_ context.Context, run stream.RunKey) (bool, error) { return exists(run), nil },
-		Snapshot:   s.state.snapshot,
+		RunUID: func(_ context.Context, run stream.RunKey) (string, bool, error) {
+			run.UID = uidOf(run.Name)
+			return run.UID, exists(run), nil
+		},
+		Snapshot: s.state.snapshot,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -314,7 +317,10 @@ func op(kind, path string, value ...any) map[string]any {
 	return m
 }
 
-var runA = stream.RunKey{Namespace: "team-a", Name: "survey.v2"}
+var runA = stream.RunKey{Namespace: "team-a", Name: "survey.v2", UID: uidOf("survey.v2")}
+
+// uidOf is the UID of the test's run of that name.
+func uidOf(name string) string { return "uid-" + name }
 
 const actionID = "report.publish-bb8d56358e66da27"
 
