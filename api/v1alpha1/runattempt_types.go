@@ -185,9 +185,15 @@ type RunAttemptSpec struct {
 	// +listType=atomic
 	// +optional
 	Approvals []Approval `json:"approvals,omitempty"`
-	// deadline is when the run's deadline passes.
+	// deadline is when the run's deadline passes. The gateway bounds every
+	// model request and door tool call of a running attempt by it.
 	// +optional
 	Deadline *metav1.Time `json:"deadline,omitempty"`
+	// hardDeadline is when the run is ended whatever its phase: the deadline
+	// plus the finalization grace. A finalizing attempt's calls are bounded
+	// by it (only the reserve's time counts).
+	// +optional
+	HardDeadline *metav1.Time `json:"hardDeadline,omitempty"`
 	// heartbeatInterval is how often the agent must report heartbeatTime.
 	// +optional
 	HeartbeatInterval *metav1.Duration `json:"heartbeatInterval,omitempty"`

@@ -850,6 +850,10 @@ func (in *RunAttemptSpec) DeepCopyInto(out *RunAttemptSpec) {
 		in, out := &in.Deadline, &out.Deadline
 		*out = (*in).DeepCopy()
 	}
+	if in.HardDeadline != nil {
+		in, out := &in.HardDeadline, &out.HardDeadline
+		*out = (*in).DeepCopy()
+	}
 	if in.HeartbeatInterval != nil {
 		in, out := &in.HeartbeatInterval, &out.HeartbeatInterval
 		*out = new(v1.Duration)

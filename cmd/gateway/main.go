@@ -78,6 +78,7 @@ func main() {
 		secureMetrics                      bool
 		flushInterval, tokenTTL            time.Duration
 		upstreamTimeout                    time.Duration
+		minCallTime                        time.Duration
 		nodeName                           string
 		durableAdmission                   bool
 		qps                                float64
@@ -119,7 +120,9 @@ func main() {
 		"How often coalesced facts are written to each RunAttempt: the most model-usage a crash can lose.")
 	flag.DurationVar(&tokenTTL, "token-cache-ttl", 10*time.Second, "How long a TokenReview answer is reused.")
 	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout,
-		"Bound of one upstream model request.")
+		"Bound of one upstream model request (the run's deadline bounds it further).")
+	flag.DurationVar(&minCallTime, "min-call-time", gateway.DefaultMinCallTime,
+		"The least time before the run's deadline a model request or door tool call needs to be started.")
 	flag.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"),
 		"The node this instance serves (default $NODE_NAME): tokens of pods on other nodes are refused, "+
 			"so an attempt's counts are never split. Empty: no check.")
@@ -200,6 +203,7 @@ func main() {
 		},
 		FlushInterval:   flushInterval,
 		UpstreamTimeout: upstreamTimeout,
+		MinCallTime:     minCallTime,
 		NodeName:        nodeName,
 
 		DurableAdmission: durableAdmission,

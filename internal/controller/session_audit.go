@@ -99,4 +99,3 @@ func modeChangeNote(change v1alpha1.ModeChange) string {
 	fmt.Fprintf(&b, ": %s", change.Reason)
 	return textutil.Truncate(b.String(), eventNoteLimit)
 }
-

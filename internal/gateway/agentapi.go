@@ -476,13 +476,17 @@ func denied(code, fault, msg string) *apiError {
 	return e
 }
 
-// checkToolLocked checks the phase, the catalogue, Finalizing, an earlier
-// identical non-idempotent call whose outcome is unknown, and the grant.
+// checkToolLocked checks the phase, the time left before the run's deadline,
+// the catalogue, Finalizing, an earlier identical non-idempotent call whose
+// outcome is unknown, and the grant.
 func (k *keeper) checkToolLocked(tool, fingerprint string) (v1alpha1.Tool, *apiError) {
 	if e := k.stoppedLocked(); e != nil {
 		return v1alpha1.Tool{}, e
 	}
 	spec := k.obj.Spec
+	if _, e := callWindow(spec, k.g.clock.Now(), k.g.opts.MinCallTime); e != nil {
+		return v1alpha1.Tool{}, e
+	}
 	i := slices.IndexFunc(spec.Policy.Tools, func(t v1alpha1.Tool) bool { return t.Name == tool })
 	if i < 0 {
 		e := newError(http.StatusNotFound, gatewayapi.TypeNotFound, gatewayapi.CodeUnknownTool,

@@ -56,6 +56,9 @@ const (
 	// DefaultApprovalTimeout is how long a call waits for a decision when
 	// the policy sets no approvalTimeout.
 	DefaultApprovalTimeout = 15 * time.Minute
+	// DefaultMinCallTime is the least time before the run's deadline a
+	// call needs to be started.
+	DefaultMinCallTime = time.Second
 	// DefaultToolTimeout bounds one tool call when its server sets no timeout.
 	DefaultToolTimeout = 30 * time.Second
 	// keeperIdle is how long a keeper of an ended attempt is kept after its
@@ -98,8 +101,12 @@ type Options struct {
 	// second and burst per identity (default 20 and 40).
 	RateLimit float64
 	RateBurst int
-	// UpstreamTimeout bounds one upstream request (default 10m).
+	// UpstreamTimeout bounds one upstream request (default 10m); the run's
+	// deadline bounds it further (callWindow).
 	UpstreamTimeout time.Duration
+	// MinCallTime is the least time a model request or door tool call must
+	// have before the run's deadline to be started (default 1s).
+	MinCallTime time.Duration
 	// Clock is the only source of time (default real).
 	Clock clock.WithTickerAndDelayedExecution
 	// FlushInterval, PollInterval, PodWait: see the defaults.
@@ -186,6 +193,9 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.UpstreamTimeout <= 0 {
 		opts.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if opts.MinCallTime <= 0 {
+		opts.MinCallTime = DefaultMinCallTime
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

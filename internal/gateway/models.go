@@ -80,6 +80,9 @@ func (g *Gateway) listModels(w http.ResponseWriter, _ *http.Request, k *keeper) 
 // modelTicket is one admitted model request: what it reserved.
 type modelTicket struct {
 	reserved int64
+	// until is when the request must be over: the run's deadline
+	// (callWindow), or the zero time.
+	until time.Time
 }
 
 // wireUsage is the usage a provider reports with an answer.
@@ -136,6 +139,10 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 		return nil, 0, 0, e
 	}
 	spec := k.obj.Spec
+	until, e := callWindow(spec, k.g.clock.Now(), k.g.opts.MinCallTime)
+	if e != nil {
+		return nil, 0, 0, e
+	}
 	gr, u := k.grantLocked(), k.facts.usage
 	fin := isFinalizing(spec)
 	if u.ModelRequests >= gr.ModelRequests {
@@ -146,7 +153,7 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 	if capTokens != nil && (mt <= 0 || mt > *capTokens) {
 		mt = *capTokens
 	}
-	t := &modelTicket{}
+	t := &modelTicket{until: until}
 	if gr.Tokens != nil {
 		remaining := *gr.Tokens - u.Tokens - k.tokens
 		room := (remaining - promptBound) / max(choices, 1)
@@ -487,7 +494,9 @@ func (x *exchange) count(outcome string, tokens int64, reported bool) {
 // the gateway reads on to count what it reports.
 func (x *exchange) forward(rctx context.Context, out []byte, key string, streamed, clientUsage bool) {
 	g, m := x.g, x.m
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), g.opts.UpstreamTimeout)
+	// The provider's answer may take the upstream timeout, and never past
+	// the run's deadline.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), boundedTimeout(g.opts.UpstreamTimeout, x.ticket.until, g.clock.Now()))
 	defer cancel()
 	x.dispatched = g.clock.Now()
 	x.done = x.dispatched

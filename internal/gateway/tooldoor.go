@@ -365,12 +365,15 @@ type callOutcome struct {
 }
 
 // dispatch runs an admitted call: a built-in in the gateway, or the tool
-// server's tool.
+// server's tool, which must be over by the run's deadline.
 func (k *keeper) dispatch(ctx context.Context, t doorTool, call *gatewayapi.ToolCall, args map[string]any) (*mcp.CallToolResult, callOutcome) {
 	if t.server == nil {
 		return k.runBuiltin(ctx, call, args)
 	}
-	return k.g.tools.call(ctx, k.key.Namespace, *t.server, call, args)
+	k.mu.Lock()
+	until, _ := callWindow(k.obj.Spec, k.g.clock.Now(), 0) // admission refused a call too close to it
+	k.mu.Unlock()
+	return k.g.tools.call(ctx, k.key.Namespace, *t.server, call, args, until)
 }
 
 // settleCall records a dispatched call's outcome: a known outcome removes

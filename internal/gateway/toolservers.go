@@ -61,6 +61,10 @@ const toolListTTL = time.Minute
 
 type idemKey struct{}
 
+// deadlineKey carries the time a tool call must be over by to its request
+// headers (gatewayapi.HeaderDeadline).
+type deadlineKey struct{}
+
 // endpoint is the server's MCP URL.
 func (c *toolClients) endpoint(srv v1alpha1.ToolServer) string {
 	if srv.URL != "" {
@@ -94,6 +98,9 @@ func (h *headers) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	if key, _ := r.Context().Value(idemKey{}).(string); key != "" {
 		r.Header.Set(gatewayapi.HeaderIdempotencyKey, key)
+	}
+	if d, _ := r.Context().Value(deadlineKey{}).(string); d != "" {
+		r.Header.Set(gatewayapi.HeaderDeadline, d)
 	}
 	return h.base.RoundTrip(r)
 }
@@ -249,20 +256,30 @@ func (c *toolClients) validate(ctx context.Context, ns string, t doorTool, args 
 // an error result) is a known outcome; no answer in time, or a connection
 // lost after the request may have reached the server, is Unknown; a server
 // that could not be reached at all did not get the call.
-func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServer, call *gatewayapi.ToolCall, args map[string]any) (*mcp.CallToolResult, callOutcome) {
+func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServer, call *gatewayapi.ToolCall, args map[string]any,
+	until time.Time) (*mcp.CallToolResult, callOutcome) {
 	// The effect must be recorded even when the agent goes away: the call
-	// runs to its own timeout, not the client's.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeoutOf(srv))
+	// runs to its own timeout, not the client's, and never past the run's
+	// deadline (until), which the tool server is told.
+	now := c.g.clock.Now()
+	timeout := boundedTimeout(timeoutOf(srv), until, now)
+	if timeout <= 0 {
+		msg := fmt.Sprintf("the run's deadline passed before %s could be sent to tool server %s, so it was not called", call.Tool, srv.Name)
+		return toolError(gatewayapi.CodeDeadlineReached, msg, nil), callOutcome{fault: "DeadlineReached", message: msg}
+	}
+	deadline := now.Add(timeout).UTC().Format("2006-01-02T15:04:05.000Z07:00")
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
 	defer cancel()
+	cctx = context.WithValue(cctx, deadlineKey{}, deadline)
 	s, cs, err := c.session(cctx, ns, srv)
 	if err != nil {
 		msg := fmt.Sprintf("tool server %s is unavailable, so %s was not called: %v", srv.Name, call.Tool, err)
 		return toolError(gatewayapi.CodeToolServerUnavailable, msg, nil),
 			callOutcome{fault: kindToolSrv, retryable: true, message: msg}
 	}
-	params := &mcp.CallToolParams{Name: call.Tool, Arguments: args}
+	params := &mcp.CallToolParams{Name: call.Tool, Arguments: args, Meta: mcp.Meta{gatewayapi.MetaDeadline: deadline}}
 	if call.IdempotencyKey != "" {
-		params.Meta = mcp.Meta{gatewayapi.MetaIdempotencyKey: call.IdempotencyKey}
+		params.Meta[gatewayapi.MetaIdempotencyKey] = call.IdempotencyKey
 		cctx = context.WithValue(cctx, idemKey{}, call.IdempotencyKey)
 	}
 	start := c.g.clock.Now()
@@ -283,7 +300,10 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 	}
 	why := fmt.Sprintf("no answer from tool server %s: %v", srv.Name, err)
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(cctx.Err(), context.DeadlineExceeded) {
-		why = fmt.Sprintf("tool server %s did not answer within %s", srv.Name, timeoutOf(srv))
+		why = fmt.Sprintf("tool server %s did not answer within %s", srv.Name, timeout.Round(time.Millisecond))
+		if timeout < timeoutOf(srv) {
+			why += " (the time left before the run's deadline)"
+		}
 	}
 	if call.Effect == v1alpha1.EffectNone {
 		return toolError(gatewayapi.CodeToolServerUnavailable, why, nil),

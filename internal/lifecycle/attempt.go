@@ -95,7 +95,9 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 		}
 	}
 	if d.Status.StartTime != nil {
-		spec.Deadline = &metav1.Time{Time: d.Status.StartTime.Add(durationOr(run.Spec.Budget.Deadline, DefaultDeadline))}
+		deadline := d.Status.StartTime.Add(durationOr(run.Spec.Budget.Deadline, DefaultDeadline))
+		spec.Deadline = &metav1.Time{Time: deadline}
+		spec.HardDeadline = &metav1.Time{Time: deadline.Add(durationOr(run.Spec.Budget.FinalizationGrace, DefaultFinalizationGrace))}
 	}
 	spec.HeartbeatInterval = run.Spec.Recovery.HeartbeatInterval
 	return spec

@@ -72,6 +72,9 @@ func TestAttemptSpec(t *testing.T) {
 			if got.Deadline == nil || !got.Deadline.Equal(&metav1.Time{Time: start.Add(time.Hour)}) {
 				t.Errorf("deadline = %v, want start + 1h", got.Deadline)
 			}
+			if got.HardDeadline == nil || !got.HardDeadline.Equal(&metav1.Time{Time: start.Add(time.Hour + DefaultFinalizationGrace)}) {
+				t.Errorf("hard deadline = %v, want start + 1h + the default finalization grace", got.HardDeadline)
+			}
 			if tc.wantPolicy == "p" && len(got.Policy.Models) != 1 {
 				t.Errorf("models not in the snapshot: %+v", got.Policy)
 			}

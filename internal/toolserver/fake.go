@@ -142,6 +142,11 @@ type Call struct {
 	MetaIdempotencyKey string `json:"metaIdempotencyKey,omitempty"`
 	// HeaderIdempotencyKey is the request's Idempotency-Key header.
 	HeaderIdempotencyKey string `json:"headerIdempotencyKey,omitempty"`
+	// Deadline is _meta["agentrun.dev/deadline"] of the call: when the
+	// gateway needs it over by; HeaderDeadline is the Agentrun-Deadline
+	// header.
+	Deadline       string `json:"deadline,omitempty"`
+	HeaderDeadline string `json:"headerDeadline,omitempty"`
 	// Time is when the call arrived.
 	Time time.Time `json:"time"`
 }
@@ -306,9 +311,11 @@ func (f *Fake) handler(t ToolSpec) mcp.ToolHandler {
 		if k, ok := req.Params.Meta[MetaIdempotencyKey].(string); ok {
 			c.MetaIdempotencyKey = k
 		}
+		c.Deadline, _ = req.Params.Meta[gatewayapi.MetaDeadline].(string)
 		if req.Extra != nil && req.Extra.Header != nil {
 			c.Authorization = req.Extra.Header.Get("Authorization")
 			c.HeaderIdempotencyKey = req.Extra.Header.Get(HeaderIdempotencyKey)
+			c.HeaderDeadline = req.Extra.Header.Get(gatewayapi.HeaderDeadline)
 		}
 		c.IdempotencyKey = c.MetaIdempotencyKey
 		if c.IdempotencyKey == "" {

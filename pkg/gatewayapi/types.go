@@ -79,6 +79,12 @@ const (
 	MetaIdempotencyKey = "agentrun.dev/idempotency-key"
 	// HeaderIdempotencyKey carries an idempotent call's key to the tool server.
 	HeaderIdempotencyKey = "Idempotency-Key"
+	// MetaDeadline is the _meta key under which the gateway passes a tool
+	// server the time a call must be over by (RFC 3339, UTC, milliseconds):
+	// the run's deadline, or the call's own timeout if sooner.
+	MetaDeadline = "agentrun.dev/deadline"
+	// HeaderDeadline carries the same time in the HTTP request.
+	HeaderDeadline = "Agentrun-Deadline"
 	// HeaderPurpose, on a model request, declares what it is for:
 	// PurposeResearch or PurposeOutput. While the run is Finalizing the
 	// reserve serves only output work, so a research request is refused
@@ -101,6 +107,10 @@ const (
 	CodeReserveExhausted = "reserve_exhausted"
 	// CodeFinalizeOnly: the run is Finalizing and the call is not output work (HTTP 429).
 	CodeFinalizeOnly = "finalize_only"
+	// CodeDeadlineReached: the run's deadline (in Finalizing, its hard
+	// deadline) leaves less than the gateway's minimum call time, so the
+	// call is not started (HTTP 429). The operator finalizes or ends the run.
+	CodeDeadlineReached = "deadline_reached"
 	// CodeRunTerminated: the run is Terminated; nothing more is served (HTTP 409).
 	CodeRunTerminated = "run_terminated"
 	// CodeAttemptSuperseded: a newer attempt replaced this one (HTTP 409).
