@@ -51,7 +51,8 @@ func newServer(ctx context.Context, mgr ctrl.Manager, cfg *rest.Config, st *stor
 		return nil, err
 	}
 	if f.tokenAudience == "" {
-		return nil, fmt.Errorf("--token-audience is required: the audience readers' tokens are issued for (default %s)", sse.DefaultAudience)
+		return nil, fmt.Errorf("--token-audience is required: the audience readers' tokens are issued for (default %s)",
+			sse.DefaultAudience)
 	}
 	authz, err := sse.NewKubeAuthorizer(cfg, sse.KubeAuthOptions{Audiences: []string{f.tokenAudience}})
 	if err != nil {

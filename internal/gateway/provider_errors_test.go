@@ -19,6 +19,7 @@ package gateway_test
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
@@ -83,9 +84,7 @@ func TestModelDoorRelaysABoundedSanitizedProviderError(t *testing.T) {
 			g := NewWithT(t)
 			e, rec := modelEnv(t, nil)
 			rec.inner = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-				for k, v := range tc.header {
-					w.Header()[k] = v
-				}
+				maps.Copy(w.Header(), tc.header)
 				w.Header().Set("Content-Type", "text/html")
 				w.WriteHeader(tc.status)
 				_, _ = io.WriteString(w, tc.body)

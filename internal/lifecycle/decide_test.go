@@ -39,8 +39,6 @@ func fact(n int32, s v1alpha1.RunAttemptStatus) AttemptFacts {
 
 func usage(mr, tc int64) v1alpha1.Usage { return v1alpha1.Usage{ModelRequests: mr, ToolCalls: tc} }
 
-func ptrU(u v1alpha1.Usage) *v1alpha1.Usage { return &u }
-
 // runningAt is a run that started at t0 and is Running at now on the highest
 // of the attempts given (1 if none), whose pod runs since t0+1s and whose
 // heartbeat is fresh.
@@ -602,7 +600,7 @@ func decideCases() map[string]decideCase {
 		"violation: none for the reserve the gateway serves on top of its recorded base": {
 			// As above, with the base the gateway recorded before it served
 			// the reserve: 14 model requests and 18 tool calls, + 2/2.
-			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(14, 20), FinalizeBase: ptrU(usage(14, 18)), Steps: 3, LastProgressStep: 3})),
+			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(14, 20), FinalizeBase: new(usage(14, 18)), Steps: 3, LastProgressStep: 3})),
 				finalizingSince(v1alpha1.ReasonStepLimit, time.Minute, usage(12, 12)),
 				func(in *Input) {
 					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 12, ToolCalls: 12, FinalizeOnly: true, Reserve: &v1alpha1.Usage{ModelRequests: 2, ToolCalls: 2}}
@@ -615,7 +613,7 @@ func decideCases() map[string]decideCase {
 			// The reserve served a second time on top of the base (a gateway
 			// that took its own count again) is a violation, though it is
 			// within the working allowance plus the reserve.
-			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(14, 20), FinalizeBase: ptrU(usage(14, 16)), Steps: 3, LastProgressStep: 3})),
+			in: with(runningAt(2*time.Minute, fact(1, v1alpha1.RunAttemptStatus{Usage: usage(14, 20), FinalizeBase: new(usage(14, 16)), Steps: 3, LastProgressStep: 3})),
 				finalizingSince(v1alpha1.ReasonStepLimit, time.Minute, usage(12, 12)),
 				func(in *Input) {
 					in.Attempts[0].Grant = v1alpha1.Grant{ModelRequests: 12, ToolCalls: 12, FinalizeOnly: true, Reserve: &v1alpha1.Usage{ModelRequests: 2, ToolCalls: 2}}

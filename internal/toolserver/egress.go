@@ -225,10 +225,8 @@ var metadataAddrs = []netip.Addr{
 // and the cluster's CIDRs. An IPv4-mapped IPv6 address is its IPv4 one.
 func AddressClass(a netip.Addr, cluster []netip.Prefix) string {
 	a = a.Unmap()
-	for _, m := range metadataAddrs {
-		if a == m {
-			return "metadata service"
-		}
+	if slices.Contains(metadataAddrs, a) {
+		return "metadata service"
 	}
 	switch {
 	case !a.IsValid():
