@@ -42,6 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -82,6 +83,9 @@ func main() {
 		durableAdmission                   bool
 		qps                                float64
 		burst                              int
+		reviewQPS                          float64
+		reviewBurst, maxReviews            int
+		rejectTTL                          time.Duration
 		auditLog, namespace                string
 		rateLimit                          float64
 		rateBurst                          int
@@ -129,6 +133,15 @@ func main() {
 			"latency per admission. False: counts are coalesced, and a crash can lose (and re-admit) one flush interval's.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Client-side QPS limit for requests to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Client-side burst for requests to the API server.")
+	flag.Float64Var(&reviewQPS, "token-review-qps", 50,
+		"Client-side QPS limit of TokenReviews, a client and limiter of their own: tokens any pod presents cannot "+
+			"slow the attempts' status writes.")
+	flag.IntVar(&reviewBurst, "token-review-burst", 100, "Client-side burst of TokenReviews.")
+	flag.IntVar(&maxReviews, "max-token-reviews", gateway.DefaultMaxTokenReviews,
+		"Most TokenReviews under way at once (per reviewer: the door's and the auth interceptor's); more wait for a slot.")
+	flag.DurationVar(&rejectTTL, "token-reject-ttl", gateway.DefaultRejectTTL,
+		"How long a rejected token is answered 401 from memory (by its SHA-256, at most 8192 kept) before it is "+
+			"reviewed again; 0 for the default, negative: never.")
 	zopts := zap.Options{}
 	flag.StringVar(&auditLog, "audit-log", "-",
 		"Where the audit interceptor writes its JSON lines: - for stdout, or a file path (appended).")
@@ -176,6 +189,15 @@ func main() {
 		setupLog.Error(err, "Could not create the manager")
 		os.Exit(1)
 	}
+	// TokenReviews have a client and limiter of their own: any pod may
+	// present tokens, and the reviews they cause must not queue the facts.
+	reviewCfg := rest.CopyConfig(cfg)
+	reviewCfg.QPS, reviewCfg.Burst = float32(reviewQPS), reviewBurst
+	reviews, err := client.New(reviewCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		setupLog.Error(err, "Could not create the TokenReview client")
+		os.Exit(1)
+	}
 	events, err := streamProducer(mgr, streamURL, streamTLSDir)
 	if err != nil {
 		setupLog.Error(err, "Could not set up the run stream")
@@ -193,10 +215,12 @@ func main() {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Authenticator: &gateway.TokenReviewer{
-			Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL,
+			Client: reviews, Audience: gatewayapi.Audience, TTL: tokenTTL,
+			RejectTTL: rejectTTL, MaxInFlight: maxReviews, Registry: ctrlmetrics.Registry,
 		},
 		InterceptorAuthenticator: &gateway.TokenReviewer{
-			Client: mgr.GetClient(), Audience: gatewayapi.Audience, NoCache: true,
+			Client: reviews, Audience: gatewayapi.Audience, NoCache: true,
+			RejectTTL: rejectTTL, MaxInFlight: maxReviews, Registry: ctrlmetrics.Registry,
 		},
 		FlushInterval:   flushInterval,
 		UpstreamTimeout: upstreamTimeout,
