@@ -86,6 +86,7 @@ func main() {
 		reviewQPS                          float64
 		reviewBurst, maxReviews            int
 		rejectTTL                          time.Duration
+		serverLimits                       gateway.ServerLimits
 		auditLog, namespace                string
 		rateLimit                          float64
 		rateBurst                          int
@@ -122,6 +123,13 @@ func main() {
 	flag.DurationVar(&flushInterval, "flush-interval", gateway.DefaultFlushInterval,
 		"How often coalesced facts are written to each RunAttempt: the most model-usage a crash can lose.")
 	flag.DurationVar(&tokenTTL, "token-cache-ttl", 10*time.Second, "How long a TokenReview answer is reused.")
+	flag.DurationVar(&serverLimits.ReadHeaderTimeout, "read-header-timeout", gateway.DefaultReadHeaderTimeout,
+		"How long a connection may take to send a request's headers (and, first, the TLS handshake).")
+	flag.DurationVar(&serverLimits.ReadTimeout, "read-timeout", gateway.DefaultReadTimeout,
+		"How long a connection may take to send a whole request, body included; answers (streams, approval waits) "+
+			"are not bounded by it.")
+	flag.DurationVar(&serverLimits.IdleTimeout, "idle-timeout", gateway.DefaultIdleTimeout,
+		"How long a kept-alive connection may wait for its next request before the gateway closes it.")
 	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout,
 		"Bound of one upstream model request.")
 	flag.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"),
@@ -272,7 +280,7 @@ func main() {
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate,
 			NextProtos: []string{"http/1.1"}}
 	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
+	srv := gateway.NewServer(gw.Handler(), tlsCfg, serverLimits)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {
