@@ -87,6 +87,8 @@ func main() {
 		reviewBurst, maxReviews            int
 		rejectTTL                          time.Duration
 		serverLimits                       gateway.ServerLimits
+		maxModelResponse, maxToolResult    int64
+		maxAttemptConcurrency              int
 		auditLog, namespace                string
 		rateLimit                          float64
 		rateBurst                          int
@@ -130,6 +132,15 @@ func main() {
 			"are not bounded by it.")
 	flag.DurationVar(&serverLimits.IdleTimeout, "idle-timeout", gateway.DefaultIdleTimeout,
 		"How long a kept-alive connection may wait for its next request before the gateway closes it.")
+	flag.Int64Var(&maxModelResponse, "max-model-response-bytes", gateway.DefaultMaxModelResponseBytes,
+		"Largest non-streaming model answer the gateway holds (and longest line of a streamed one); a larger one is "+
+			"answered 502 upstream_response_too_large, counted and charged its token reservation.")
+	flag.Int64Var(&maxToolResult, "max-tool-result-bytes", gateway.DefaultMaxToolResultBytes,
+		"Largest answer of a tool server to one call; a larger one is a tool error tool_result_too_large (a side "+
+			"effect's outcome is then recorded Unknown: it was dispatched).")
+	flag.IntVar(&maxAttemptConcurrency, "max-attempt-concurrency", gateway.DefaultMaxAttemptConcurrency,
+		"Most model requests and tool calls one attempt may have under way at once; more are refused 429 "+
+			"too_many_concurrent_requests with Retry-After.")
 	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout,
 		"Bound of one upstream model request.")
 	flag.StringVar(&nodeName, "node-name", os.Getenv("NODE_NAME"),
@@ -232,7 +243,11 @@ func main() {
 		},
 		FlushInterval:   flushInterval,
 		UpstreamTimeout: upstreamTimeout,
-		NodeName:        nodeName,
+
+		MaxModelResponseBytes: maxModelResponse,
+		MaxToolResultBytes:    maxToolResult,
+		MaxAttemptConcurrency: maxAttemptConcurrency,
+		NodeName:              nodeName,
 
 		DurableAdmission: durableAdmission,
 		Events:           events,

@@ -58,6 +58,14 @@ const (
 	DefaultApprovalTimeout = 15 * time.Minute
 	// DefaultToolTimeout bounds one tool call when its server sets no timeout.
 	DefaultToolTimeout = 30 * time.Second
+	// DefaultMaxModelResponseBytes bounds a provider's non-streaming answer
+	// (and one line of a streamed one), which the gateway holds in memory.
+	DefaultMaxModelResponseBytes = 8 << 20
+	// DefaultMaxToolResultBytes bounds a tool server's answer to one call.
+	DefaultMaxToolResultBytes = 4 << 20
+	// DefaultMaxAttemptConcurrency bounds an attempt's model requests and
+	// tool calls under way at once.
+	DefaultMaxAttemptConcurrency = 32
 	// keeperIdle is how long a keeper of an ended attempt is kept after its
 	// last request.
 	keeperIdle = 2 * time.Minute
@@ -100,6 +108,16 @@ type Options struct {
 	RateBurst int
 	// UpstreamTimeout bounds one upstream request (default 10m).
 	UpstreamTimeout time.Duration
+	// MaxModelResponseBytes bounds a provider's non-streaming answer and
+	// one line of a streamed one (default DefaultMaxModelResponseBytes).
+	MaxModelResponseBytes int64
+	// MaxToolResultBytes bounds a tool server's answer to one request
+	// (default DefaultMaxToolResultBytes).
+	MaxToolResultBytes int64
+	// MaxAttemptConcurrency bounds the model requests and tool calls one
+	// attempt has under way at once (default DefaultMaxAttemptConcurrency);
+	// more are refused 429 too_many_concurrent_requests.
+	MaxAttemptConcurrency int
 	// Clock is the only source of time (default real).
 	Clock clock.WithTickerAndDelayedExecution
 	// FlushInterval, PollInterval, PodWait: see the defaults.
@@ -186,6 +204,15 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.UpstreamTimeout <= 0 {
 		opts.UpstreamTimeout = DefaultUpstreamTimeout
+	}
+	if opts.MaxModelResponseBytes <= 0 {
+		opts.MaxModelResponseBytes = DefaultMaxModelResponseBytes
+	}
+	if opts.MaxToolResultBytes <= 0 {
+		opts.MaxToolResultBytes = DefaultMaxToolResultBytes
+	}
+	if opts.MaxAttemptConcurrency <= 0 {
+		opts.MaxAttemptConcurrency = DefaultMaxAttemptConcurrency
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
