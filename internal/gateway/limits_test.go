@@ -25,11 +25,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	. "github.com/onsi/gomega"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
+	"github.com/agentrun-dev/agentrun/internal/toolserver"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -129,4 +131,61 @@ func TestAModelAnswerBeyondTheBoundIsRefusedAndCharged(t *testing.T) {
 		HaveField("Usage.Tokens", BeEquivalentTo(int64(len(body))+100+int64(len(streamed))+100)),
 		HaveField("Faults", ContainElement(And(HaveField("Kind", "StreamCut"), HaveField("LastMessage", ContainSubstring("--max-model-response-bytes"))))),
 	))
+}
+
+// Security review 25, item 5: a tool server's answer beyond
+// --max-tool-result-bytes is not relayed (48 MiB were). The call was
+// dispatched, so its outcome is recorded as such, never as "not
+// dispatched": a read gets a tool error tool_result_too_large and nothing
+// stays in flight; a side effect's write-ahead record stays, marked Unknown
+// (whether it succeeded is in the part not read), and the identical call is
+// never dispatched again.
+func TestAToolAnswerBeyondTheBoundIsNotRelayed(t *testing.T) {
+	g := NewWithT(t)
+	huge := strings.Repeat("y", 64<<10)
+	f, err := toolserver.NewFake(
+		toolserver.ToolSpec{Name: "big.read", Behavior: toolserver.Behavior{Result: huge}},
+		toolserver.ToolSpec{Name: "big.write", Behavior: toolserver.Behavior{Result: huge}},
+	)
+	g.Expect(err).NotTo(HaveOccurred())
+	ts, err := toolserver.New(toolserver.Options{Fake: f})
+	g.Expect(err).NotTo(HaveOccurred())
+	srv := httptest.NewServer(ts.Handler())
+	t.Cleanup(func() { f.Close(); srv.Close() })
+	e := gatewaytest.Start(t, gatewaytest.Options{
+		Mutate: func(ra *v1alpha1.RunAttempt) {
+			p := &ra.Spec.Policy
+			p.ToolServers = []v1alpha1.ToolServer{{Name: "tools", URL: srv.URL + toolserver.PathMCP}}
+			p.Tools = append(p.Tools,
+				v1alpha1.Tool{Name: "big.read", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tools"},
+				v1alpha1.Tool{Name: "big.write", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectExternal, Server: "tools"},
+			)
+			p.AutoApprove = append(p.AutoApprove, "big.write")
+		},
+		Tune: func(o *gateway.Options) { o.MaxToolResultBytes = 16 << 10 },
+	})
+	cs := connectDoor(t, e, gatewaytest.Token)
+
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "big.read", Arguments: map[string]any{}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(res.Meta[gatewayapi.MetaCode]).To(Equal(gatewayapi.CodeToolResultTooLarge))
+	g.Expect(resultText(res)).To(And(ContainSubstring("exceeds the gateway's bound of 16384 bytes (--max-tool-result-bytes)"),
+		Not(ContainSubstring("yyyy"))))
+	g.Expect(f.Count("big.read")).To(Equal(1))
+
+	args := map[string]any{"title": "x"}
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "big.write", Arguments: args})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(resultText(res)).To(And(ContainSubstring(gatewayapi.CodeToolResultTooLarge), ContainSubstring("will not be dispatched again")))
+	g.Expect(e.Status().InFlight).To(ConsistOf(And(HaveField("Tool", "big.write"), HaveField("Outcome", v1alpha1.OutcomeUnknown))),
+		"dispatched: the write-ahead record stays, its outcome Unknown (durable before the answer)")
+	res, err = cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "big.write", Arguments: args})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.Meta[gatewayapi.MetaCode]).To(Equal(gatewayapi.CodeOutcomeUnknown))
+	g.Expect(f.Count("big.write")).To(Equal(1), "never dispatched again")
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(And(
+		HaveField("Scope", v1alpha1.FaultScopeTool), HaveField("Kind", "ToolResultTooLarge"), HaveField("Count", BeEquivalentTo(2)))))
+	g.Expect(e.Metric("agentrun_gateway_answers_too_large_total", map[string]string{"what": "tool"})).To(Equal(2.0))
 }
