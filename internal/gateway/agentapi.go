@@ -286,6 +286,11 @@ func (g *Gateway) postFault(w http.ResponseWriter, r *http.Request, k *keeper) {
 // ---- Tool calls (until the MCP door serves them). ----
 
 func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if e := k.enter("tool"); e != nil {
+		writeError(w, e)
+		return
+	}
+	defer k.leave()
 	var req gatewayapi.ToolCallRequest
 	if e := decode(r, &req); e != nil {
 		writeError(w, e)

@@ -100,6 +100,7 @@ type keeper struct {
 	live         *v1alpha1.AttemptLiveness
 	liveSeen     *v1alpha1.AttemptLiveness // as last read from the API server
 	open         int
+	busy         int // model requests and tool calls under way (enter)
 	silence      clock.Timer
 	silenceArmed bool
 	lastErr      error
@@ -266,6 +267,28 @@ func (k *keeper) begin(watch bool) {
 	k.lastSeen = now
 	k.open++
 	k.governLocked(now)
+}
+
+// enter takes one of the attempt's places for a model request or tool call
+// under way (Options.MaxAttemptConcurrency), or refuses it; leave gives it
+// back.
+func (k *keeper) enter(call string) *apiError {
+	k.mu.Lock()
+	e := concurrencyRefusal(k.busy, k.g.opts.MaxAttemptConcurrency)
+	if e == nil {
+		k.busy++
+	}
+	k.mu.Unlock()
+	if e != nil {
+		k.refusal(e, call)
+	}
+	return e
+}
+
+func (k *keeper) leave() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.busy--
 }
 
 // end records that a request of the agent ended (or its watch closed).

@@ -17,11 +17,13 @@ limitations under the License.
 package gateway_test
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -32,6 +34,7 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/gateway"
 	"github.com/agentrun-dev/agentrun/internal/gateway/gatewaytest"
 	"github.com/agentrun-dev/agentrun/internal/toolserver"
+	"github.com/agentrun-dev/agentrun/internal/upstream"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
 )
 
@@ -188,4 +191,82 @@ func TestAToolAnswerBeyondTheBoundIsNotRelayed(t *testing.T) {
 	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(And(
 		HaveField("Scope", v1alpha1.FaultScopeTool), HaveField("Kind", "ToolResultTooLarge"), HaveField("Count", BeEquivalentTo(2)))))
 	g.Expect(e.Metric("agentrun_gateway_answers_too_large_total", map[string]string{"what": "tool"})).To(Equal(2.0))
+}
+
+// heldUpstream is a provider that holds each request until release is
+// closed, telling arrived when one comes.
+type heldUpstream struct {
+	inner   http.Handler
+	arrived chan struct{}
+	release chan struct{}
+}
+
+func (h *heldUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.arrived <- struct{}{}
+	<-h.release
+	h.inner.ServeHTTP(w, r)
+}
+
+// Security review 25, item 5: one attempt has at most
+// --max-attempt-concurrency model requests and tool calls under way at
+// once; beyond it each door refuses in its own shape — the model door and
+// the agent API 429 too_many_concurrent_requests with Retry-After (and
+// x-should-retry: true: it is of the moment), the tool door a tool error
+// with the code — and nothing is dispatched or counted. A place is free
+// again once a request ends.
+func TestAnAttemptsRequestsUnderWayAreBounded(t *testing.T) {
+	g := NewWithT(t)
+	held := &heldUpstream{inner: &upstream.Server{}, arrived: make(chan struct{}, 4), release: make(chan struct{})}
+	up := httptest.NewServer(held)
+	t.Cleanup(up.Close)
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(held.release) }) }
+	t.Cleanup(release) // before up.Close, even when the test fails
+	e := gatewaytest.Start(t, gatewaytest.Options{
+		Mutate: func(ra *v1alpha1.RunAttempt) { ra.Spec.Policy.Models[0].BaseURL = up.URL + "/v1" },
+		Tune:   func(o *gateway.Options) { o.MaxAttemptConcurrency = 2 },
+	})
+	cs := connectDoor(t, e, gatewaytest.Token)
+
+	// Two under way: a model request the provider holds, and a door call
+	// awaiting approval.
+	modelDone := make(chan int, 1)
+	go func() {
+		resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat("scripted", ""))
+		_ = resp.Body.Close()
+		modelDone <- resp.StatusCode
+	}()
+	g.Eventually(held.arrived, apiWait).Should(Receive())
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() {
+		_, _ = cs.CallTool(ctx, &mcp.CallToolParams{Name: "report.publish", Arguments: map[string]any{"section": "s", "content": "c"}})
+	}()
+	g.Eventually(func() []v1alpha1.ApprovalRequest { return e.Status().AwaitingApproval }, apiWait, apiPoll).Should(HaveLen(1))
+	used := e.Status().Usage
+
+	r := as(t, e, "POST", "/v1/chat/completions", string(chat("scripted", "")))
+	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(r.errBody().Code).To(Equal(gatewayapi.CodeTooManyConcurrent))
+	g.Expect(r.errBody().Message).To(ContainSubstring("2 model requests and tool calls under way"))
+	g.Expect(r.header.Get("Retry-After")).To(Equal("1"))
+	g.Expect(r.header.Get(gatewayapi.HeaderShouldRetry)).To(Equal("true"))
+
+	r = as(t, e, "POST", self("/toolcalls"), `{"tool":"http.get","arguments":{"url":"u"}}`)
+	g.Expect(r.status).To(Equal(http.StatusTooManyRequests))
+	g.Expect(r.errBody().Code).To(Equal(gatewayapi.CodeTooManyConcurrent))
+
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "notes.write", Arguments: map[string]any{"key": "k", "value": "v"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(res.Meta[gatewayapi.MetaCode]).To(Equal(gatewayapi.CodeTooManyConcurrent))
+	g.Expect(e.Metric("agentrun_gateway_refusals_total", map[string]string{"code": gatewayapi.CodeTooManyConcurrent})).To(Equal(3.0))
+	g.Expect(held.arrived).NotTo(Receive(), "nothing more reached the provider")
+
+	release()
+	g.Eventually(modelDone, apiWait).Should(Receive(Equal(http.StatusOK)))
+	g.Consistently(func() [2]int64 { u := e.Status().Usage; return [2]int64{u.ModelRequests, u.ToolCalls} }, 100*time.Millisecond, apiPoll).
+		Should(Equal([2]int64{used.ModelRequests, used.ToolCalls}), "the refused requests were not counted")
+	r = as(t, e, "POST", self("/toolcalls"), `{"tool":"http.get","arguments":{"url":"u"}}`)
+	g.Expect(r.status).To(Equal(http.StatusOK), "a place is free again: %s", r.body)
 }

@@ -372,6 +372,11 @@ const (
 // chatCompletions serves POST /v1/chat/completions.
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *keeper) {
 	start := g.clock.Now()
+	if e := k.enter("model"); e != nil {
+		writeError(w, e)
+		return
+	}
+	defer k.leave()
 	c, e := parseChat(r)
 	if e != nil {
 		writeError(w, e)
