@@ -42,6 +42,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	toolscache "k8s.io/client-go/tools/cache"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/certwatcher"
@@ -83,6 +84,12 @@ func main() {
 		durableAdmission                   bool
 		qps                                float64
 		burst                              int
+		reviewQPS                          float64
+		reviewBurst, maxReviews            int
+		rejectTTL                          time.Duration
+		serverLimits                       gateway.ServerLimits
+		maxModelResponse, maxToolResult    int64
+		maxAttemptConcurrency              int
 		auditLog, namespace                string
 		rateLimit                          float64
 		rateBurst                          int
@@ -119,6 +126,22 @@ func main() {
 	flag.DurationVar(&flushInterval, "flush-interval", gateway.DefaultFlushInterval,
 		"How often coalesced facts are written to each RunAttempt: the most model-usage a crash can lose.")
 	flag.DurationVar(&tokenTTL, "token-cache-ttl", 10*time.Second, "How long a TokenReview answer is reused.")
+	flag.DurationVar(&serverLimits.ReadHeaderTimeout, "read-header-timeout", gateway.DefaultReadHeaderTimeout,
+		"How long a connection may take to send a request's headers (and, first, the TLS handshake).")
+	flag.DurationVar(&serverLimits.ReadTimeout, "read-timeout", gateway.DefaultReadTimeout,
+		"How long a connection may take to send a whole request, body included; answers (streams, approval waits) "+
+			"are not bounded by it.")
+	flag.DurationVar(&serverLimits.IdleTimeout, "idle-timeout", gateway.DefaultIdleTimeout,
+		"How long a kept-alive connection may wait for its next request before the gateway closes it.")
+	flag.Int64Var(&maxModelResponse, "max-model-response-bytes", gateway.DefaultMaxModelResponseBytes,
+		"Largest non-streaming model answer the gateway holds (and longest line of a streamed one); a larger one is "+
+			"answered 502 upstream_response_too_large, counted and charged its token reservation.")
+	flag.Int64Var(&maxToolResult, "max-tool-result-bytes", gateway.DefaultMaxToolResultBytes,
+		"Largest answer of a tool server to one call; a larger one is a tool error tool_result_too_large (a side "+
+			"effect's outcome is then recorded Unknown: it was dispatched).")
+	flag.IntVar(&maxAttemptConcurrency, "max-attempt-concurrency", gateway.DefaultMaxAttemptConcurrency,
+		"Most model requests and tool calls one attempt may have under way at once; more are refused 429 "+
+			"too_many_concurrent_requests with Retry-After.")
 	flag.DurationVar(&upstreamTimeout, "upstream-timeout", gateway.DefaultUpstreamTimeout,
 		"Bound of one upstream model request (the run's deadline bounds it further).")
 	flag.DurationVar(&minCallTime, "min-call-time", gateway.DefaultMinCallTime,
@@ -132,6 +155,15 @@ func main() {
 			"latency per admission. False: counts are coalesced, and a crash can lose (and re-admit) one flush interval's.")
 	flag.Float64Var(&qps, "kube-api-qps", 100, "Client-side QPS limit for requests to the API server.")
 	flag.IntVar(&burst, "kube-api-burst", 200, "Client-side burst for requests to the API server.")
+	flag.Float64Var(&reviewQPS, "token-review-qps", 50,
+		"Client-side QPS limit of TokenReviews, a client and limiter of their own: tokens any pod presents cannot "+
+			"slow the attempts' status writes.")
+	flag.IntVar(&reviewBurst, "token-review-burst", 100, "Client-side burst of TokenReviews.")
+	flag.IntVar(&maxReviews, "max-token-reviews", gateway.DefaultMaxTokenReviews,
+		"Most TokenReviews under way at once (per reviewer: the door's and the auth interceptor's); more wait for a slot.")
+	flag.DurationVar(&rejectTTL, "token-reject-ttl", gateway.DefaultRejectTTL,
+		"How long a rejected token is answered 401 from memory (by its SHA-256, at most 8192 kept) before it is "+
+			"reviewed again; 0 for the default, negative: never.")
 	zopts := zap.Options{}
 	flag.StringVar(&auditLog, "audit-log", "-",
 		"Where the audit interceptor writes its JSON lines: - for stdout, or a file path (appended).")
@@ -179,6 +211,15 @@ func main() {
 		setupLog.Error(err, "Could not create the manager")
 		os.Exit(1)
 	}
+	// TokenReviews have a client and limiter of their own: any pod may
+	// present tokens, and the reviews they cause must not queue the facts.
+	reviewCfg := rest.CopyConfig(cfg)
+	reviewCfg.QPS, reviewCfg.Burst = float32(reviewQPS), reviewBurst
+	reviews, err := client.New(reviewCfg, client.Options{Scheme: scheme})
+	if err != nil {
+		setupLog.Error(err, "Could not create the TokenReview client")
+		os.Exit(1)
+	}
 	events, err := streamProducer(mgr, streamURL, streamTLSDir)
 	if err != nil {
 		setupLog.Error(err, "Could not set up the run stream")
@@ -196,15 +237,21 @@ func main() {
 		Client:    mgr.GetClient(),
 		APIReader: mgr.GetAPIReader(),
 		Authenticator: &gateway.TokenReviewer{
-			Client: mgr.GetClient(), Audience: gatewayapi.Audience, TTL: tokenTTL,
+			Client: reviews, Audience: gatewayapi.Audience, TTL: tokenTTL,
+			RejectTTL: rejectTTL, MaxInFlight: maxReviews, Registry: ctrlmetrics.Registry,
 		},
 		InterceptorAuthenticator: &gateway.TokenReviewer{
-			Client: mgr.GetClient(), Audience: gatewayapi.Audience, NoCache: true,
+			Client: reviews, Audience: gatewayapi.Audience, NoCache: true,
+			RejectTTL: rejectTTL, MaxInFlight: maxReviews, Registry: ctrlmetrics.Registry,
 		},
 		FlushInterval:   flushInterval,
 		UpstreamTimeout: upstreamTimeout,
 		MinCallTime:     minCallTime,
-		NodeName:        nodeName,
+
+		MaxModelResponseBytes: maxModelResponse,
+		MaxToolResultBytes:    maxToolResult,
+		MaxAttemptConcurrency: maxAttemptConcurrency,
+		NodeName:              nodeName,
 
 		DurableAdmission: durableAdmission,
 		Events:           events,
@@ -252,7 +299,7 @@ func main() {
 		tlsCfg = &tls.Config{MinVersion: tls.VersionTLS12, GetCertificate: cw.GetCertificate,
 			NextProtos: []string{"http/1.1"}}
 	}
-	srv := &http.Server{Handler: gw.Handler(), ReadHeaderTimeout: 10 * time.Second, TLSConfig: tlsCfg}
+	srv := gateway.NewServer(gw.Handler(), tlsCfg, serverLimits)
 	if err := mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		ln, err := net.Listen("tcp", listen)
 		if err != nil {

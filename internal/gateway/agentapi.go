@@ -265,7 +265,19 @@ func (g *Gateway) postFault(w http.ResponseWriter, r *http.Request, k *keeper) {
 		w.WriteHeader(http.StatusNoContent)
 		return
 	}
-	if err := k.commit(r.Context(), add); err != nil {
+	k.mu.Lock()
+	add()
+	// An escalation the API server already holds (escalated, as retryable)
+	// is counted with the next flush: repeating it drives no writes.
+	urgent := !escalationPersisted(k.persisted.Faults, k.facts.faults, req.Scope, req.Kind)
+	k.markLocked(urgent)
+	target := k.seq
+	k.mu.Unlock()
+	if !urgent {
+		w.WriteHeader(http.StatusNoContent)
+		return
+	}
+	if err := k.waitWritten(r.Context(), target); err != nil {
 		writeError(w, errNotPersisted("the escalation was recorded but is not yet durable: "+err.Error()))
 		return
 	}
@@ -275,6 +287,11 @@ func (g *Gateway) postFault(w http.ResponseWriter, r *http.Request, k *keeper) {
 // ---- Tool calls (until the MCP door serves them). ----
 
 func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper) {
+	if e := k.enter("tool"); e != nil {
+		writeError(w, e)
+		return
+	}
+	defer k.leave()
 	var req gatewayapi.ToolCallRequest
 	if e := decode(r, &req); e != nil {
 		writeError(w, e)
@@ -565,7 +582,7 @@ func (k *keeper) durableRefusal(ctx context.Context, e *apiError) *apiError {
 	}
 	k.mu.Lock()
 	target := k.seq
-	durable := k.writtenUsage == k.facts.usage && k.exhaustedSeq <= k.written
+	durable := k.persisted.Usage == k.facts.usage && k.exhaustedSeq <= k.written
 	k.mu.Unlock()
 	if durable {
 		return e

@@ -19,7 +19,10 @@ package gateway
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
@@ -36,6 +39,9 @@ type apiError struct {
 	// onCounts marks a refusal decided on the attempt's counts (the grant):
 	// it is answered only once those counts are durable (durableRefusal).
 	onCounts bool
+	// retryAfter, when set, says when to ask again (Retry-After): the
+	// refusal is of the moment, not of the request, so clients retry it.
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.body.Code + ": " + e.body.Message }
@@ -97,7 +103,11 @@ func errNotPersisted(msg string) *apiError {
 // official OpenAI SDKs do not retry what would be refused again.
 func writeError(w http.ResponseWriter, e *apiError) {
 	w.Header().Set("Content-Type", "application/json")
-	if e.status == http.StatusTooManyRequests || e.status == http.StatusConflict || e.status < 500 {
+	switch {
+	case e.retryAfter > 0:
+		w.Header().Set("Retry-After", strconv.Itoa(int(max(e.retryAfter/time.Second, 1))))
+		w.Header().Set(gatewayapi.HeaderShouldRetry, "true")
+	case e.status == http.StatusTooManyRequests || e.status == http.StatusConflict || e.status < 500:
 		w.Header().Set(gatewayapi.HeaderShouldRetry, "false")
 	}
 	w.WriteHeader(e.status)
@@ -108,4 +118,24 @@ func writeJSON(w http.ResponseWriter, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	_ = json.NewEncoder(w).Encode(v)
+}
+
+// concurrencyRetryAfter is when an attempt refused for its requests under
+// way is told to ask again.
+const concurrencyRetryAfter = time.Second
+
+// concurrencyRefusal refuses a model request or tool call of an attempt
+// that has underWay of them already, limit being as many as it is served at
+// once (nil: within the bound). Nothing is dispatched or counted; the
+// attempt asks again when one has ended.
+func concurrencyRefusal(underWay, limit int) *apiError {
+	if underWay < limit {
+		return nil
+	}
+	e := newError(http.StatusTooManyRequests, gatewayapi.TypeRateLimit, gatewayapi.CodeTooManyConcurrent, fmt.Sprintf(
+		"the attempt already has %d model requests and tool calls under way, as many as the gateway serves one attempt at once "+
+			"(--max-attempt-concurrency); nothing was dispatched: ask again when one has ended (Retry-After: %d)",
+		underWay, int(concurrencyRetryAfter/time.Second)))
+	e.retryAfter = concurrencyRetryAfter
+	return e
 }

@@ -222,3 +222,26 @@ func (f *facts) render() v1alpha1.RunAttemptStatus {
 		SecurityPosture:  f.securityPosture.DeepCopy(),
 	}
 }
+
+// escalationPersisted reports whether the escalation of (scope, kind) in
+// current — or of the overflow entry it was counted under — is already in
+// written as it is now: escalated, and as retryable.
+func escalationPersisted(written, current []v1alpha1.Fault, scope v1alpha1.FaultScope, kind string) bool {
+	find := func(fs []v1alpha1.Fault, scope v1alpha1.FaultScope, kind string) (v1alpha1.Fault, bool) {
+		i := slices.IndexFunc(fs, func(x v1alpha1.Fault) bool { return x.Scope == scope && x.Kind == kind })
+		if i < 0 {
+			return v1alpha1.Fault{}, false
+		}
+		return fs[i], true
+	}
+	kind = textutil.Truncate(kind, 128)
+	cur, ok := find(current, scope, kind)
+	if !ok {
+		scope, kind = v1alpha1.FaultScopeAgent, overflowKind
+		if cur, ok = find(current, scope, kind); !ok {
+			return false
+		}
+	}
+	w, ok := find(written, scope, kind)
+	return ok && w.Escalated && cur.Escalated && w.Retryable == cur.Retryable
+}

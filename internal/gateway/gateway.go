@@ -61,6 +61,14 @@ const (
 	DefaultMinCallTime = time.Second
 	// DefaultToolTimeout bounds one tool call when its server sets no timeout.
 	DefaultToolTimeout = 30 * time.Second
+	// DefaultMaxModelResponseBytes bounds a provider's non-streaming answer
+	// (and one line of a streamed one), which the gateway holds in memory.
+	DefaultMaxModelResponseBytes = 8 << 20
+	// DefaultMaxToolResultBytes bounds a tool server's answer to one call.
+	DefaultMaxToolResultBytes = 4 << 20
+	// DefaultMaxAttemptConcurrency bounds an attempt's model requests and
+	// tool calls under way at once.
+	DefaultMaxAttemptConcurrency = 32
 	// keeperIdle is how long a keeper of an ended attempt is kept after its
 	// last request.
 	keeperIdle = 2 * time.Minute
@@ -107,6 +115,16 @@ type Options struct {
 	// MinCallTime is the least time a model request or door tool call must
 	// have before the run's deadline to be started (default 1s).
 	MinCallTime time.Duration
+	// MaxModelResponseBytes bounds a provider's non-streaming answer and
+	// one line of a streamed one (default DefaultMaxModelResponseBytes).
+	MaxModelResponseBytes int64
+	// MaxToolResultBytes bounds a tool server's answer to one request
+	// (default DefaultMaxToolResultBytes).
+	MaxToolResultBytes int64
+	// MaxAttemptConcurrency bounds the model requests and tool calls one
+	// attempt has under way at once (default DefaultMaxAttemptConcurrency);
+	// more are refused 429 too_many_concurrent_requests.
+	MaxAttemptConcurrency int
 	// Clock is the only source of time (default real).
 	Clock clock.WithTickerAndDelayedExecution
 	// FlushInterval, PollInterval, PodWait: see the defaults.
@@ -196,6 +214,15 @@ func New(opts Options) (*Gateway, error) {
 	}
 	if opts.MinCallTime <= 0 {
 		opts.MinCallTime = DefaultMinCallTime
+	}
+	if opts.MaxModelResponseBytes <= 0 {
+		opts.MaxModelResponseBytes = DefaultMaxModelResponseBytes
+	}
+	if opts.MaxToolResultBytes <= 0 {
+		opts.MaxToolResultBytes = DefaultMaxToolResultBytes
+	}
+	if opts.MaxAttemptConcurrency <= 0 {
+		opts.MaxAttemptConcurrency = DefaultMaxAttemptConcurrency
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}

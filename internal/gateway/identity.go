@@ -17,6 +17,7 @@ limitations under the License.
 package gateway
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"errors"
@@ -27,6 +28,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -66,7 +68,11 @@ var ErrUnauthenticated = errors.New("unauthenticated")
 
 // TokenReviewer authenticates tokens with the API server's TokenReview for
 // the gateway's audience, caching each answer briefly (by a hash of the
-// token: tokens are never kept or logged).
+// token: tokens are never kept or logged). A rejected token is remembered
+// too (RejectTTL), so a pod repeating a garbage token does not turn each
+// request into a TokenReview, and at most MaxInFlight reviews are under way
+// at once: any pod may reach the gateway, and every review it causes is an
+// API-server request.
 type TokenReviewer struct {
 	// Client creates TokenReviews (the gateway's own identity needs
 	// create on authentication.k8s.io/tokenreviews).
@@ -78,11 +84,80 @@ type TokenReviewer struct {
 	// the API server every time (the auth interceptor's fresh check).
 	TTL     time.Duration
 	NoCache bool
+	// RejectTTL is how long a rejected token is answered from memory
+	// (default DefaultRejectTTL); negative: never. At most maxCachedTokens
+	// rejections are kept, so garbage tokens cannot grow memory.
+	RejectTTL time.Duration
+	// MaxInFlight bounds the TokenReviews under way at once (default
+	// DefaultMaxTokenReviews); more wait for a slot, until their request
+	// ends.
+	MaxInFlight int
+	// Registry receives the reviewer's metrics (none if nil). Two reviewers
+	// may share one: they share its series.
+	Registry prometheus.Registerer
 	// Clock (default real).
 	Clock clock.PassiveClock
 
-	mu    sync.Mutex
-	cache map[[32]byte]cachedIdentity
+	once     sync.Once
+	slots    chan struct{}
+	metrics  *reviewMetrics
+	mu       sync.Mutex
+	cache    map[[32]byte]cachedIdentity
+	rejected map[[32]byte]time.Time // expiry of a rejection
+}
+
+// Defaults of TokenReviewer.
+const (
+	// DefaultRejectTTL is how long a rejected token is remembered.
+	DefaultRejectTTL = 5 * time.Second
+	// DefaultMaxTokenReviews bounds the TokenReviews under way at once.
+	DefaultMaxTokenReviews = 32
+)
+
+// reviewMetrics count what the reviewer asked the API server and what it
+// answered from memory.
+type reviewMetrics struct {
+	reviews *prometheus.CounterVec // by result: authenticated, rejected, error
+	cached  *prometheus.CounterVec // by answer: authenticated, rejected
+	waited  prometheus.Counter
+}
+
+func newReviewMetrics(reg prometheus.Registerer) *reviewMetrics {
+	m := &reviewMetrics{
+		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_token_reviews_total",
+			Help: "TokenReviews the gateway sent to the API server, by result (authenticated, rejected, error).",
+		}, []string{"result"}),
+		cached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_token_cache_hits_total",
+			Help: "Tokens answered from memory without a TokenReview, by answer (authenticated, rejected).",
+		}, []string{"answer"}),
+		waited: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentrun_gateway_token_review_waits_total",
+			Help: "TokenReviews that waited for a slot because --max-token-reviews were under way.",
+		}),
+	}
+	if reg == nil {
+		return m
+	}
+	m.reviews = registerOrReuse(reg, m.reviews)
+	m.cached = registerOrReuse(reg, m.cached)
+	m.waited = registerOrReuse(reg, m.waited)
+	return m
+}
+
+// registerOrReuse registers c, or returns the collector already registered
+// under its name.
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(C); ok {
+				return existing
+			}
+		}
+	}
+	return c
 }
 
 type cachedIdentity struct {
@@ -111,22 +186,48 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Identit
 	if t.Clock != nil {
 		clk = t.Clock
 	}
+	t.once.Do(func() {
+		t.slots = make(chan struct{}, cmp.Or(max(t.MaxInFlight, 0), DefaultMaxTokenReviews))
+		t.metrics = newReviewMetrics(t.Registry)
+	})
 	sum := sha256.Sum256([]byte(token))
 	now := clk.Now()
 	t.mu.Lock()
 	if c, ok := t.cache[sum]; ok && now.Before(c.expires) && !t.NoCache {
 		t.mu.Unlock()
+		t.metrics.cached.WithLabelValues("authenticated").Inc()
 		return c.id, nil
+	}
+	if exp, ok := t.rejected[sum]; ok && now.Before(exp) {
+		t.mu.Unlock()
+		t.metrics.cached.WithLabelValues("rejected").Inc()
+		return Identity{}, ErrUnauthenticated
 	}
 	t.mu.Unlock()
 
+	select {
+	case t.slots <- struct{}{}:
+	default:
+		t.metrics.waited.Inc()
+		select {
+		case t.slots <- struct{}{}:
+		case <-ctx.Done():
+			return Identity{}, fmt.Errorf("TokenReview: waiting for one of %d reviews under way: %w", cap(t.slots), context.Cause(ctx))
+		}
+	}
 	tr := &authenticationv1.TokenReview{Spec: authenticationv1.TokenReviewSpec{Token: token, Audiences: []string{aud}}}
-	if err := t.Client.Create(ctx, tr); err != nil {
+	err := t.Client.Create(ctx, tr)
+	<-t.slots
+	if err != nil {
+		t.metrics.reviews.WithLabelValues("error").Inc()
 		return Identity{}, fmt.Errorf("TokenReview: %w", err)
 	}
 	if !tr.Status.Authenticated || !slices.Contains(tr.Status.Audiences, aud) {
+		t.metrics.reviews.WithLabelValues("rejected").Inc()
+		t.remember(sum, now)
 		return Identity{}, ErrUnauthenticated
 	}
+	t.metrics.reviews.WithLabelValues("authenticated").Inc()
 	id := Identity{Username: tr.Status.User.Username}
 	if rest, ok := strings.CutPrefix(id.Username, "system:serviceaccount:"); ok {
 		id.Namespace, _, _ = strings.Cut(rest, ":")
@@ -157,7 +258,33 @@ func (t *TokenReviewer) Authenticate(ctx context.Context, token string) (Identit
 		}
 	}
 	t.cache[sum] = cachedIdentity{id: id, expires: now.Add(ttl)}
+	delete(t.rejected, sum)
 	return id, nil
+}
+
+// remember keeps a rejection for RejectTTL. The table holds at most
+// maxCachedTokens: expired entries go first, then any.
+func (t *TokenReviewer) remember(sum [32]byte, now time.Time) {
+	ttl := t.RejectTTL
+	if ttl == 0 {
+		ttl = DefaultRejectTTL
+	}
+	if ttl < 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.rejected == nil {
+		t.rejected = map[[32]byte]time.Time{}
+	}
+	if len(t.rejected) >= maxCachedTokens {
+		for k, exp := range t.rejected {
+			if !now.Before(exp) || len(t.rejected) >= maxCachedTokens {
+				delete(t.rejected, k)
+			}
+		}
+	}
+	t.rejected[sum] = now.Add(ttl)
 }
 
 // StaticTokens is an Authenticator for tests and the conformance suite:

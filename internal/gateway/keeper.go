@@ -88,16 +88,17 @@ type keeper struct {
 	// liveReadAt is when the attempt was last read live for a waiting
 	// approval (refreshLive), at most once per liveReadPolls polls.
 	liveReadAt time.Time
-	// writtenUsage is the usage as last written (or read on takeover): a
+	// persisted is the status as this keeper last wrote it (or read it on
+	// takeover): a write that would say nothing new is skipped, and a
 	// refusal on the grant waits only while the counts differ from it.
-	writtenUsage v1alpha1.Usage
-	failed       uint64 // latest version a write was tried for and failed
-	dirty        bool
-	deleted      bool
-	armed        bool
-	flush        clock.Timer
-	lastSeen     time.Time // when the agent last called (or a call of it ended), its heartbeat
-	beatAt       time.Time // the heartbeat last written (without a Lease)
+	persisted v1alpha1.RunAttemptStatus
+	failed    uint64 // latest version a write was tried for and failed
+	dirty     bool
+	deleted   bool
+	armed     bool
+	flush     clock.Timer
+	lastSeen  time.Time // when the agent last called (or a call of it ended), its heartbeat
+	beatAt    time.Time // the heartbeat last written (without a Lease)
 	// live is the attempt's liveness fact as this keeper knows it, written
 	// with every write (see Liveness); open counts the attempt's requests
 	// under way and open watches; silence is the check of when the attempt
@@ -105,6 +106,7 @@ type keeper struct {
 	live         *v1alpha1.AttemptLiveness
 	liveSeen     *v1alpha1.AttemptLiveness // as last read from the API server
 	open         int
+	busy         int // model requests and tool calls under way (enter)
 	silence      clock.Timer
 	silenceArmed bool
 	lastErr      error
@@ -142,7 +144,7 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 		kick:          make(chan struct{}, 1),
 	}
 	k.facts.seed(obj.Status)
-	k.writtenUsage = obj.Status.Usage
+	k.persisted = *obj.Status.DeepCopy()
 	restarted := false
 	// A side effect in flight when the previous gateway process ended has
 	// an outcome nobody knows: it is never dispatched again (unless its
@@ -271,6 +273,28 @@ func (k *keeper) begin(watch bool) {
 	k.governLocked(now)
 }
 
+// enter takes one of the attempt's places for a model request or tool call
+// under way (Options.MaxAttemptConcurrency), or refuses it; leave gives it
+// back.
+func (k *keeper) enter(call string) *apiError {
+	k.mu.Lock()
+	e := concurrencyRefusal(k.busy, k.g.opts.MaxAttemptConcurrency)
+	if e == nil {
+		k.busy++
+	}
+	k.mu.Unlock()
+	if e != nil {
+		k.refusal(e, call)
+	}
+	return e
+}
+
+func (k *keeper) leave() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.busy--
+}
+
 // end records that a request of the agent ended (or its watch closed).
 // Once nothing is open, the attempt is silent if nothing opens within its
 // heartbeat interval.
@@ -389,6 +413,16 @@ func (k *keeper) writeOnce(ctx context.Context) error {
 		if k.flush != nil {
 			k.flush.Stop()
 		}
+		if statusUnchanged(&k.persisted, &obj.Status, heartbeatInterval(obj.Spec)/3) {
+			// The API server holds all of it already (an agent repeating
+			// finish, a heartbeat not yet due): what waits on it is durable.
+			k.written = max(k.written, seq)
+			k.broadcastLocked()
+			k.mu.Unlock()
+			k.g.metrics.statusWritesSkipped.Inc()
+			return nil
+		}
+		sent := obj.Status.DeepCopy() // the server's answer rounds times
 		k.mu.Unlock()
 
 		start := k.g.clock.Now()
@@ -399,7 +433,7 @@ func (k *keeper) writeOnce(ctx context.Context) error {
 			k.applySpec(obj)
 			k.mu.Lock()
 			if seq > k.written {
-				k.written, k.writtenUsage = seq, obj.Status.Usage
+				k.written, k.persisted = seq, *sent
 			}
 			k.beatAt = beat
 			k.lastErr = nil
@@ -436,6 +470,18 @@ func (k *keeper) writeOnce(ctx context.Context) error {
 		k.mu.Unlock()
 		return err
 	}
+}
+
+// statusUnchanged reports whether next says nothing that written (the status
+// last written) does not: every fact equal, and the heartbeat less than
+// beatEvery newer (a heartbeat is written once it is that old).
+func statusUnchanged(written, next *v1alpha1.RunAttemptStatus, beatEvery time.Duration) bool {
+	if b := next.HeartbeatTime; b != nil && (written.HeartbeatTime == nil || b.Sub(written.HeartbeatTime.Time) >= beatEvery) {
+		return false
+	}
+	a, b := written.DeepCopy(), next.DeepCopy()
+	a.HeartbeatTime, b.HeartbeatTime = nil, nil
+	return equality.Semantic.DeepEqual(a, b)
 }
 
 func writeResult(err error) string {

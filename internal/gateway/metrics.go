@@ -55,10 +55,16 @@ type metrics struct {
 	apiSeconds         *prometheus.HistogramVec
 	statusWrites       *prometheus.CounterVec
 	statusWriteSeconds prometheus.Histogram
-	toolCalls          *prometheus.CounterVec
-	toolSeconds        *prometheus.HistogramVec
-	securityDegraded   *prometheus.GaugeVec
-	streamDropped      *prometheus.CounterVec
+	// statusWritesSkipped counts writes not made: the API server held
+	// every fact already.
+	statusWritesSkipped prometheus.Counter
+	// tooLarge counts answers beyond a size bound, by what
+	// (model, model_stream_line, tool).
+	tooLarge         *prometheus.CounterVec
+	toolCalls        *prometheus.CounterVec
+	toolSeconds      *prometheus.HistogramVec
+	securityDegraded *prometheus.GaugeVec
+	streamDropped    *prometheus.CounterVec
 
 	sessionRequests, sessionTokens, sessionTools, sessionRefusals *prometheus.CounterVec
 	sessionOverflow                                               prometheus.Counter
@@ -109,6 +115,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Latency of RunAttempt status writes.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 14),
 		}),
+		statusWritesSkipped: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "agentrun_gateway_status_writes_skipped_total",
+			Help: "RunAttempt status writes not made because the status last written already said everything (a repeated finish, an escalation already durable).",
+		}),
+		tooLarge: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_answers_too_large_total",
+			Help: "Answers the gateway would not hold because they exceed a bound, by what: model (--max-model-response-bytes), model_stream_line, tool (--max-tool-result-bytes).",
+		}, []string{"what"}),
 		toolCalls: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_tool_calls_total",
 			Help: "Tool calls answered by the MCP door, by namespace, policy, tool and outcome (ok, tool_error, unknown, refused).",
@@ -146,7 +160,8 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	m.sessions = map[[2]string]struct{}{}
 	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.streamDropped, m.upstreamSeconds,
-		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.toolCalls, m.toolSeconds, m.securityDegraded,
+		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.statusWritesSkipped, m.tooLarge,
+		m.toolCalls, m.toolSeconds, m.securityDegraded,
 		m.sessionRequests, m.sessionTokens, m.sessionTools, m.sessionRefusals, m.sessionOverflow} {
 		_ = reg.Register(c)
 	}

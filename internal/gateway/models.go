@@ -379,6 +379,11 @@ const (
 // chatCompletions serves POST /v1/chat/completions.
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *keeper) {
 	start := g.clock.Now()
+	if e := k.enter("model"); e != nil {
+		writeError(w, e)
+		return
+	}
+	defer k.leave()
 	c, e := parseChat(r)
 	if e != nil {
 		writeError(w, e)
@@ -525,8 +530,13 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 	case resp.StatusCode != http.StatusOK:
 		x.upstreamError(resp, key)
 	case !streamed:
-		raw, rerr := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+		raw, rerr := io.ReadAll(io.LimitReader(resp.Body, g.opts.MaxModelResponseBytes+1))
 		x.done = g.clock.Now()
+		if int64(len(raw)) > g.opts.MaxModelResponseBytes {
+			x.tooLarge(fmt.Sprintf("its answer exceeds the gateway's bound of %d bytes (--max-model-response-bytes)",
+				g.opts.MaxModelResponseBytes))
+			return
+		}
 		var u struct {
 			Usage *wireUsage `json:"usage"`
 		}
@@ -574,6 +584,20 @@ func (x *exchange) unreachable(err error) {
 	x.count("error", 0, false)
 	writeError(x.w, newError(status, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable,
 		fmt.Sprintf("the provider of model %q could not be reached: %v (counted as a model request)", x.m.Name, err)))
+}
+
+// tooLarge answers a request whose answer the gateway will not hold: the
+// request was dispatched, so it is counted, and charged its reservation
+// (the usage is in the part not read); a Provider fault says why.
+func (x *exchange) tooLarge(why string) {
+	err := fmt.Errorf("model %s: %s", x.m.Name, why)
+	x.k.providerFault("ResponseTooLarge", false, err.Error())
+	x.stream(func(tr *openai.Translator) []stream.Event { return tr.End(err) })
+	x.count("too_large", 0, false)
+	x.g.metrics.tooLarge.WithLabelValues("model").Inc()
+	writeError(x.w, newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeUpstreamResponseTooLarge,
+		fmt.Sprintf("the provider of model %q answered, but %s; the request was dispatched and is counted, "+
+			"with its token reservation charged. Ask for a shorter answer (max_tokens, n) or stream it", x.m.Name, why)))
 }
 
 // upstreamError answers a provider's error answer in the door's own shape
@@ -627,7 +651,13 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 	reported, done := false, false
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {
-		line, err := br.ReadBytes('\n')
+		line, err := readLine(br, g.opts.MaxModelResponseBytes)
+		if errors.Is(err, errLineTooLong) {
+			g.metrics.tooLarge.WithLabelValues("model_stream_line").Inc()
+			err = fmt.Errorf("%w (one line of the stream exceeds the gateway's bound of %d bytes, --max-model-response-bytes)",
+				err, g.opts.MaxModelResponseBytes)
+			line = nil
+		}
 		if len(line) > 0 {
 			payload, isData := bytes.CutPrefix(bytes.TrimRight(line, "\r\n"), []byte("data:"))
 			payload = bytes.TrimSpace(payload)
@@ -665,6 +695,25 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 				*cut = fmt.Errorf("the provider's stream ended before [DONE]: %w", err)
 			}
 			return tokens, reported
+		}
+	}
+}
+
+// errLineTooLong ends a stream one of whose lines exceeds the bound.
+var errLineTooLong = errors.New("line too long")
+
+// readLine reads up to and including the next '\n', holding at most limit
+// bytes: a longer line is errLineTooLong (and not returned).
+func readLine(br *bufio.Reader, limit int64) ([]byte, error) {
+	var line []byte
+	for {
+		frag, err := br.ReadSlice('\n')
+		if int64(len(line)+len(frag)) > limit {
+			return nil, errLineTooLong
+		}
+		line = append(line, frag...)
+		if !errors.Is(err, bufio.ErrBufferFull) {
+			return line, err
 		}
 	}
 }

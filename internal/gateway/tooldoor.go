@@ -204,6 +204,10 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 	if stop != nil {
 		return refusedResult(stop, nil)
 	}
+	if e := k.enter("tool/" + name); e != nil {
+		return refusedResult(e, nil)
+	}
+	defer k.leave()
 	i := slices.IndexFunc(tools, func(t doorTool) bool { return t.entry.Name == name })
 	if i < 0 {
 		e := newError(http.StatusNotFound, gatewayapi.TypeNotFound, gatewayapi.CodeUnknownTool,

@@ -22,9 +22,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -65,6 +67,10 @@ type idemKey struct{}
 // headers (gatewayapi.HeaderDeadline).
 type deadlineKey struct{}
 
+// overKey marks a call's context with the flag its answer's reader sets
+// when the answer exceeds MaxToolResultBytes.
+type overKey struct{}
+
 // endpoint is the server's MCP URL.
 func (c *toolClients) endpoint(srv v1alpha1.ToolServer) string {
 	if srv.URL != "" {
@@ -85,10 +91,12 @@ func (c *toolClients) endpoint(srv v1alpha1.ToolServer) string {
 	return fmt.Sprintf("http://%s.%s.svc:%d%s", s.Name, ns, port, path)
 }
 
-// headers sends the server's bearer token and a call's idempotency key.
+// headers sends the server's bearer token and a call's idempotency key, and
+// bounds the server's answer to limit bytes.
 type headers struct {
 	base  http.RoundTripper
 	token string
+	limit int64
 }
 
 func (h *headers) RoundTrip(r *http.Request) (*http.Response, error) {
@@ -102,7 +110,42 @@ func (h *headers) RoundTrip(r *http.Request) (*http.Response, error) {
 	if d, _ := r.Context().Value(deadlineKey{}).(string); d != "" {
 		r.Header.Set(gatewayapi.HeaderDeadline, d)
 	}
-	return h.base.RoundTrip(r)
+	resp, err := h.base.RoundTrip(r)
+	if err == nil && h.limit > 0 {
+		over, _ := r.Context().Value(overKey{}).(*atomic.Bool)
+		resp.Body = &boundedBody{ReadCloser: resp.Body, left: h.limit, over: over}
+	}
+	return resp, err
+}
+
+// errAnswerTooLarge ends the read of a tool server's answer beyond the bound.
+var errAnswerTooLarge = errors.New("the tool server's answer exceeds the gateway's bound")
+
+// boundedBody reads at most left bytes of an answer; one more is
+// errAnswerTooLarge, and sets over (the MCP client reports a failed read
+// only as text, so the call learns why from the flag).
+type boundedBody struct {
+	io.ReadCloser
+	left int64
+	over *atomic.Bool
+}
+
+func (b *boundedBody) Read(p []byte) (int, error) {
+	if b.left < 0 {
+		return 0, errAnswerTooLarge
+	}
+	if int64(len(p)) > b.left+1 {
+		p = p[:b.left+1]
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.left -= int64(n)
+	if b.left < 0 {
+		if b.over != nil {
+			b.over.Store(true)
+		}
+		return max(n-1, 0), errAnswerTooLarge
+	}
+	return n, err
 }
 
 func (c *toolClients) session(ctx context.Context, ns string, srv v1alpha1.ToolServer) (*toolSession, *mcp.ClientSession, error) {
@@ -130,7 +173,7 @@ func (c *toolClients) session(ctx context.Context, ns string, srv v1alpha1.ToolS
 	client := mcp.NewClient(&mcp.Implementation{Name: "agentrun-gateway", Version: "v1"}, nil)
 	tr := &mcp.StreamableClientTransport{
 		Endpoint:             url,
-		HTTPClient:           &http.Client{Transport: &headers{base: c.g.opts.ToolTransport, token: token}},
+		HTTPClient:           &http.Client{Transport: &headers{base: c.g.opts.ToolTransport, token: token, limit: c.g.opts.MaxToolResultBytes}},
 		MaxRetries:           -1,
 		DisableStandaloneSSE: true,
 	}
@@ -282,9 +325,15 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 		params.Meta[gatewayapi.MetaIdempotencyKey] = call.IdempotencyKey
 		cctx = context.WithValue(cctx, idemKey{}, call.IdempotencyKey)
 	}
+	over := &atomic.Bool{}
+	cctx = context.WithValue(cctx, overKey{}, over)
 	start := c.g.clock.Now()
 	res, err := cs.CallTool(cctx, params)
-	c.g.metrics.toolSeconds.WithLabelValues(srv.Name, outcomeLabel(res, err)).Observe(c.g.clock.Since(start).Seconds())
+	label := outcomeLabel(res, err)
+	if err != nil && over.Load() {
+		label = "too_large"
+	}
+	c.g.metrics.toolSeconds.WithLabelValues(srv.Name, label).Observe(c.g.clock.Since(start).Seconds())
 	if err == nil {
 		out := callOutcome{}
 		if res.IsError {
@@ -293,6 +342,11 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 		return res, out
 	}
 	s.drop(cs)
+	if over.Load() {
+		c.g.metrics.tooLarge.WithLabelValues("tool").Inc()
+		return tooLargeOutcome(call, fmt.Sprintf("tool server %s answered %s, but its answer exceeds the gateway's bound of %d bytes "+
+			"(--max-tool-result-bytes), so it is not relayed", srv.Name, call.Tool, c.g.opts.MaxToolResultBytes))
+	}
 	if notDispatched(err) {
 		msg := fmt.Sprintf("tool server %s refused the connection, so %s was not called: %v", srv.Name, call.Tool, err)
 		return toolError(gatewayapi.CodeToolServerUnavailable, msg, nil),
@@ -317,6 +371,28 @@ func (c *toolClients) call(ctx context.Context, ns string, srv v1alpha1.ToolServ
 	msg := why + "; its outcome is unknown and it is not idempotent, so it will not be dispatched again: check its effect another way"
 	return toolError(gatewayapi.CodeOutcomeUnknown, msg, nil),
 		callOutcome{unknown: true, fault: kindUnknown, message: why}
+}
+
+// tooLargeOutcome is a dispatched call whose answer was too large to read:
+// the tool ran, but whether it succeeded is in the part not read. Nothing
+// was affected by a call without effect; a side effect's outcome is
+// Unknown — never "not dispatched" — so a call that is not idempotent is
+// never dispatched again.
+func tooLargeOutcome(call *gatewayapi.ToolCall, why string) (*mcp.CallToolResult, callOutcome) {
+	const kind = "ToolResultTooLarge"
+	switch {
+	case call.Effect == v1alpha1.EffectNone:
+		return toolError(gatewayapi.CodeToolResultTooLarge, why+"; ask for less (a narrower query, a page)", nil),
+			callOutcome{fault: kind, message: why}
+	case call.IdempotencyKey != "":
+		msg := why + "; whether it took effect is unknown, and calling it again is safe (it is idempotent, with key " +
+			call.IdempotencyKey + ")"
+		return toolError(gatewayapi.CodeToolResultTooLarge, msg, nil),
+			callOutcome{unknown: true, fault: kind, retryable: true, message: why}
+	}
+	msg := why + "; whether it took effect is unknown and it is not idempotent, so it will not be dispatched again: " +
+		"check its effect another way"
+	return toolError(gatewayapi.CodeToolResultTooLarge, msg, nil), callOutcome{unknown: true, fault: kind, message: why}
 }
 
 // notDispatched reports an error that proves the request never reached the

@@ -172,6 +172,20 @@ const (
 	CodeNotFound = "not_found"
 	// CodeUpstreamUnavailable: the provider could not be reached or timed out (HTTP 502/504).
 	CodeUpstreamUnavailable = "upstream_unavailable"
+	// CodeUpstreamResponseTooLarge: the provider's non-streaming answer (or
+	// one line of its stream) exceeded the gateway's bound
+	// (--max-model-response-bytes); the request was dispatched and is
+	// charged its reservation (HTTP 502).
+	CodeUpstreamResponseTooLarge = "upstream_response_too_large"
+	// CodeToolResultTooLarge: the tool server's answer exceeded the
+	// gateway's bound (--max-tool-result-bytes). The call was dispatched:
+	// a side effect's outcome is recorded Unknown, as for a lost answer.
+	CodeToolResultTooLarge = "tool_result_too_large"
+	// CodeTooManyConcurrent: the attempt already has as many model requests
+	// and tool calls under way as the gateway serves one attempt at once
+	// (--max-attempt-concurrency); nothing was dispatched, ask again after
+	// Retry-After (HTTP 429).
+	CodeTooManyConcurrent = "too_many_concurrent_requests"
 	// CodeNotPersisted: a fact that must be durable before the answer could
 	// not be written to the API server; nothing was dispatched (HTTP 503).
 	CodeNotPersisted = "not_persisted"

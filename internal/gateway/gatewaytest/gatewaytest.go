@@ -122,6 +122,8 @@ type Options struct {
 	// heartbeatTime). Each start (Restart) is a new process, with a new
 	// holder identity unless Identity is set.
 	Liveness gateway.Liveness
+	// Tune changes the gateway's options before it starts (its limits).
+	Tune func(*gateway.Options)
 	// StaleCache makes the gateway's cache (Client) answer every read of
 	// the RunAttempt with what it first read, as an informer in its relist
 	// back-off after an API server restart does; APIReader stays live.
@@ -297,7 +299,7 @@ func (e *Env) startGateway(flush time.Duration) {
 	})
 	// A new process has new metrics.
 	e.Registry = prometheus.NewRegistry()
-	g, err := gateway.New(gateway.Options{
+	gopts := gateway.Options{
 		Client:        c,
 		APIReader:     e.Client,
 		Authenticator: tokens(),
@@ -312,7 +314,11 @@ func (e *Env) startGateway(flush time.Duration) {
 		AuditLog:         e.opts.AuditLog,
 		Events:           e.opts.Events,
 		Liveness:         e.opts.Liveness,
-	})
+	}
+	if e.opts.Tune != nil {
+		e.opts.Tune(&gopts)
+	}
+	g, err := gateway.New(gopts)
 	if err != nil {
 		e.T.Fatal(err)
 	}
