@@ -68,7 +68,8 @@ type keeper struct {
 	finBase *v1alpha1.Usage
 	calls   map[string]*admitted
 	// approvalSince is when each pending approval request was first made
-	// (its expiry runs from there, across reports of the same call).
+	// (its expiry runs from there, across reports of the same call, and
+	// across a restart of the gateway: seeded from status.awaitingApproval).
 	approvalSince map[string]time.Time
 	// conv fingerprints the conversation the last model request forwarded:
 	// the context of the tool calls that follow it.
@@ -133,6 +134,11 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 		kick:          make(chan struct{}, 1),
 	}
 	k.facts.seed(obj.Status)
+	for _, a := range obj.Status.AwaitingApproval {
+		if a.RequestedAt != nil {
+			k.approvalSince[a.ActionID] = a.RequestedAt.Time
+		}
+	}
 	k.writtenUsage = obj.Status.Usage
 	restarted := false
 	// A side effect in flight when the previous gateway process ended has
