@@ -354,8 +354,8 @@ const maxApprovalWait = 5 * time.Minute
 // callRequest is a tool call to admit.
 type callRequest struct {
 	tool    string
-	canon   []byte // canonical JSON arguments
-	context string // the fingerprint's context
+	canon   []byte         // canonical JSON arguments
+	context string         // the fingerprint's context
 	shown   shownArguments // what an approver reads of the arguments
 	// wait bounds this request's wait for a decision (agent API; default
 	// 1m, at most maxApprovalWait); untilExpiry waits until the approval

@@ -96,4 +96,3 @@ func TestAnswerApproval(t *testing.T) {
 		})
 	}
 }
-
