@@ -193,11 +193,11 @@ func buildTeamA(ctx context.Context, c client.Client) (time.Time, error) {
 		Calls: []v1alpha1.CallCount{{Tool: "http.get", Fingerprint: "0f1e2d3c4b5a6978", Count: 1}},
 		AwaitingApproval: []v1alpha1.ApprovalRequest{{ActionID: "report.publish-3f9a0c1d2e4b5a69",
 			Tool: "report.publish", Risk: v1alpha1.RiskHigh,
-			Summary:            textutil.Truncate(docsArgs, 256),
-			Arguments:          docsArgs,
-			ArgumentsBytes:     int64(len(docsArgs)),
-			ArgumentsSHA256:    docsArgsSHA256,
-			RequestedAt: t.ago(time.Minute), ExpiresAt: t.in(14 * time.Minute)}},
+			Summary:         textutil.Truncate(docsArgs, 256),
+			Arguments:       docsArgs,
+			ArgumentsBytes:  int64(len(docsArgs)),
+			ArgumentsSHA256: docsArgsSHA256,
+			RequestedAt:     t.ago(time.Minute), ExpiresAt: t.in(14 * time.Minute)}},
 		HeartbeatTime: t.ago(time.Minute),
 	}
 	digest1.Status = v1alpha1.RunAttemptStatus{
