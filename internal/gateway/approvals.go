@@ -114,7 +114,7 @@ func answerApproval(approvals []v1alpha1.Approval, used []int32, actionID string
 		if ap.Decision != v1alpha1.DecisionApprove {
 			return approvalAnswer{index: i, decision: ap}, true
 		}
-		if ap.ArgumentsSHA256 != "" && ap.ArgumentsSHA256 != args.sha256 || args.truncated && ap.ArgumentsSHA256 == "" {
+		if (ap.ArgumentsSHA256 != "" && ap.ArgumentsSHA256 != args.sha256) || (args.truncated && ap.ArgumentsSHA256 == "") {
 			continue
 		}
 		return approvalAnswer{index: i, decision: ap, spend: true}, true
