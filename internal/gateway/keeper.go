@@ -166,6 +166,14 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 	return k
 }
 
+// podUID is the UID of the pod the attempt records (g.mu may be held: the
+// lock order is g.mu, then k.mu).
+func (k *keeper) podUID() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.obj.Spec.PodUID
+}
+
 // noteFinalizingLocked records the usage the reserve is served on top of,
 // the first time the spec says Finalizing with a reserve.
 func (k *keeper) noteFinalizingLocked() {
