@@ -410,10 +410,31 @@ type ApprovalRequest struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Attempt int32 `json:"attempt,omitempty"`
-	// summary of the arguments, redacted of secrets and truncated.
+	// summary of the arguments, redacted of secrets and truncated: the
+	// one-line view of events and conditions. Approvers read arguments.
 	// +kubebuilder:validation:MaxLength=512
 	// +optional
 	Summary string `json:"summary,omitempty"`
+	// arguments are the call's canonical JSON arguments, redacted of
+	// secrets, in full when they fit MaxApprovalArguments bytes; longer ones
+	// are cut there and argumentsTruncated is set.
+	// +kubebuilder:validation:MaxLength=16384
+	// +optional
+	Arguments string `json:"arguments,omitempty"`
+	// argumentsBytes is the length of the full redacted arguments.
+	// +kubebuilder:validation:Minimum=0
+	// +optional
+	ArgumentsBytes int64 `json:"argumentsBytes,omitempty"`
+	// argumentsSHA256 is the hex SHA-256 of the full redacted arguments.
+	// +kubebuilder:validation:MaxLength=64
+	// +optional
+	ArgumentsSHA256 string `json:"argumentsSHA256,omitempty"`
+	// argumentsTruncated says arguments holds only the first
+	// MaxApprovalArguments bytes: such a call is approved only by an
+	// Approval that names argumentsSHA256, so nobody approves what they
+	// could not see without saying which arguments they mean.
+	// +optional
+	ArgumentsTruncated bool `json:"argumentsTruncated,omitempty"`
 	// requestedAt is when the request was made.
 	// +optional
 	RequestedAt *metav1.Time `json:"requestedAt,omitempty"`
@@ -504,10 +525,46 @@ type Approval struct {
 	// +optional
 	Approver string `json:"approver,omitempty"`
 	// time the decision was admitted. Stamped by the admission webhook; a
-	// request may not set a time other than its own.
+	// request may not set a time other than its own. A decision answers
+	// only a call that was waiting at that time: the gateway honours it
+	// only if time lies within the waiting request's [requestedAt,
+	// expiresAt] (whole seconds); an approval without a time answers
+	// nothing.
 	// +optional
 	Time *metav1.Time `json:"time,omitempty"`
+	// scope is how many calls an Approve admits. Once (the default)
+	// admits one dispatch of the call that waits; Standing admits, for the
+	// rest of the attempt whose waiting call it answered, every identical
+	// call (same action id) without asking again, until a later decision
+	// for that action id replaces it. Ignored on a Deny.
+	// +kubebuilder:default=Once
+	// +optional
+	Scope ApprovalScope `json:"scope,omitempty"`
+	// argumentsSHA256 names the full redacted arguments an approver
+	// approves (the request's argumentsSHA256). Required to approve a call
+	// whose arguments were too long to be shown in full
+	// (argumentsTruncated); checked whenever set.
+	// +kubebuilder:validation:Pattern=`^[0-9a-f]{64}$`
+	// +optional
+	ArgumentsSHA256 string `json:"argumentsSHA256,omitempty"`
 }
+
+// ApprovalScope is how many calls one approval admits.
+// +kubebuilder:validation:Enum=Once;Standing
+type ApprovalScope string
+
+const (
+	// ApprovalScopeOnce admits one dispatch of the call that waits; an
+	// identical call later waits for a new decision.
+	ApprovalScopeOnce ApprovalScope = "Once"
+	// ApprovalScopeStanding admits every identical call of the attempt
+	// whose waiting call it answered, until a later decision replaces it.
+	ApprovalScopeStanding ApprovalScope = "Standing"
+)
+
+// MaxApprovalArguments is the most bytes of a call's redacted arguments an
+// approval request shows (ApprovalRequest.arguments).
+const MaxApprovalArguments = 16 << 10
 
 // ActionIDs returns the action ids of reqs, in order (nil for none).
 func ActionIDs(reqs []ApprovalRequest) []string {

@@ -438,6 +438,16 @@ type RunAttemptStatus struct {
 	// +listMapKey=actionID
 	// +optional
 	AwaitingApproval []ApprovalRequest `json:"awaitingApproval,omitempty"`
+	// usedApprovals are the positions in spec.approvals (append-only, so a
+	// position names one approval for the run's life) of the Approve
+	// decisions that admitted a call of this attempt: a Once approval listed
+	// here admits nothing more, a Standing one keeps admitting identical
+	// calls. Durable before the call it admitted is dispatched, so a
+	// restarted gateway never spends an approval twice.
+	// +kubebuilder:validation:MaxItems=256
+	// +listType=set
+	// +optional
+	UsedApprovals []int32 `json:"usedApprovals,omitempty"`
 	// finishProposed is true once the agent proposes to finish.
 	// +optional
 	FinishProposed bool `json:"finishProposed,omitempty"`

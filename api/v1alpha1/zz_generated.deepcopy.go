@@ -914,6 +914,11 @@ func (in *RunAttemptStatus) DeepCopyInto(out *RunAttemptStatus) {
 			(*in)[i].DeepCopyInto(&(*out)[i])
 		}
 	}
+	if in.UsedApprovals != nil {
+		in, out := &in.UsedApprovals, &out.UsedApprovals
+		*out = make([]int32, len(*in))
+		copy(*out, *in)
+	}
 	out.Publication = in.Publication
 	if in.SecurityPosture != nil {
 		in, out := &in.SecurityPosture, &out.SecurityPosture

@@ -86,9 +86,8 @@ func TestRunsFromFlags(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
-		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: id, Decision: v1alpha1.DecisionApprove}}
-	}})
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	e.ApproveWhenAsked(id)
 	dir := t.TempDir()
 	token := filepath.Join(dir, "token")
 	script := filepath.Join(dir, "script.yaml")

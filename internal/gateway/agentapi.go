@@ -319,7 +319,7 @@ func (g *Gateway) postToolCall(w http.ResponseWriter, r *http.Request, k *keeper
 	var args map[string]any
 	_ = json.Unmarshal(canon, &args)
 	call, _, e := k.admitCall(r.Context(), callRequest{
-		tool: req.Tool, canon: canon, context: req.Context, summary: summarize(args),
+		tool: req.Tool, canon: canon, context: req.Context, shown: showArguments(args),
 		wait: time.Duration(req.WaitSeconds) * time.Second,
 	})
 	if e != nil {
@@ -372,9 +372,9 @@ const maxApprovalWait = 5 * time.Minute
 // callRequest is a tool call to admit.
 type callRequest struct {
 	tool    string
-	canon   []byte // canonical JSON arguments
-	context string // the fingerprint's context
-	summary string // redacted arguments, for an approval request
+	canon   []byte         // canonical JSON arguments
+	context string         // the fingerprint's context
+	shown   shownArguments // what an approver reads of the arguments
 	// wait bounds this request's wait for a decision (agent API; default
 	// 1m, at most maxApprovalWait); untilExpiry waits until the approval
 	// request expires (the MCP door).
@@ -388,7 +388,7 @@ type callRequest struct {
 // says Confirm, then checking again), and counts the call; for a side
 // effect it persists the write-ahead record before answering. The call it
 // returns on a refusal (or nil) carries the action id.
-func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.ToolCall, v1alpha1.Tool, *apiError) {
+func (k *keeper) admitCall(ctx context.Context, req callRequest) (_ *gatewayapi.ToolCall, _ v1alpha1.Tool, refusal *apiError) {
 	if req.tool == "" {
 		return nil, v1alpha1.Tool{}, errInvalid("tool", "tool is required")
 	}
@@ -407,6 +407,7 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	}
 	verdict := permission.Evaluate(k.obj.Spec.Mode, entry, k.obj.Spec.Policy.AutoApprove)
 	k.mu.Unlock()
+	spent := false
 	// A Security interceptor that fails holds the run to the policy's
 	// stricter posture (spec.onSecurityDegraded).
 	verdict, e = degradedAdmission(k.securityPosture(), entry, verdict)
@@ -417,9 +418,14 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	case permission.Deny:
 		return call, entry, denied(gatewayapi.CodePermissionDenied, "PermissionDenied", verdict.Reason)
 	case permission.Confirm:
-		if e := k.confirm(ctx, call, entry, req); e != nil {
+		ans, e := k.confirm(ctx, call, entry, req)
+		if e != nil {
 			return call, entry, e
 		}
+		defer func() { k.settleApproval(call.ActionID, ans, refusal == nil) }()
+		// The approval it spent is durable before the call is dispatched,
+		// so a restarted gateway never spends it again.
+		spent = ans.spend
 	}
 
 	// Time may have passed (an approval): check everything again at the
@@ -450,7 +456,7 @@ func (k *keeper) admitCall(ctx context.Context, req callRequest) (*gatewayapi.To
 	k.calls[call.ID] = ad
 	if entry.Effect == v1alpha1.EffectNone {
 		target := k.baseUnwrittenLocked()
-		if k.g.opts.DurableAdmission {
+		if k.g.opts.DurableAdmission || spent {
 			k.markLocked(true)
 			target = k.seq
 		} else {
@@ -599,7 +605,11 @@ func (k *keeper) durableRefusal(ctx context.Context, e *apiError) *apiError {
 // before the wait) and waits for it: until the request expires (the
 // policy's approvalTimeout after it was first made: ApprovalExpired), or
 // at most req.wait for an agent API report (approval_pending: report again).
-func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v1alpha1.Tool, req callRequest) *apiError {
+// A decision answers the call only if stamped within the request's window
+// (answerApproval). An approval it spends is recorded in the facts at once,
+// so no other call spends it; the caller makes that durable before the
+// dispatch, or releases it (releaseApproval) when the call is not made.
+func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v1alpha1.Tool, req callRequest) (approvalAnswer, *apiError) {
 	actionID := call.ActionID
 	added := false
 	defer func() {
@@ -614,12 +624,13 @@ func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v
 	now := k.g.clock.Now()
 	k.mu.Lock()
 	since, ok := k.approvalSince[actionID]
-	if !ok {
+	if !ok || !now.Before(since.Add(approvalTimeout(k.obj.Spec))) {
 		since = now
 		k.approvalSince[actionID] = since
 	}
 	expires := since.Add(approvalTimeout(k.obj.Spec))
 	k.mu.Unlock()
+	window := approvalWindow{from: since, to: expires}
 	wait := expires.Sub(now)
 	if !req.untilExpiry {
 		w := req.wait
@@ -635,14 +646,19 @@ func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v
 		k.mu.Lock()
 		if e := k.stoppedLocked(); e != nil {
 			k.mu.Unlock()
-			return e
+			return approvalAnswer{}, e
 		}
-		if ap, ok := findApproval(k.obj.Spec.Approvals, actionID); ok {
+		if ans, ok := answerApproval(k.obj.Spec.Approvals, k.facts.usedApprovals, actionID, window, req.shown); ok {
+			ap := ans.decision
+			if ap.Decision == v1alpha1.DecisionApprove {
+				if ans.spend {
+					k.facts.usedApprovals = append(k.facts.usedApprovals, int32(ans.index))
+				}
+				k.mu.Unlock()
+				return ans, nil
+			}
 			delete(k.approvalSince, actionID)
 			k.mu.Unlock()
-			if ap.Decision == v1alpha1.DecisionApprove {
-				return nil
-			}
 			msg := fmt.Sprintf("action %s was denied", actionID)
 			if ap.Approver != "" {
 				msg += " by " + ap.Approver
@@ -650,18 +666,22 @@ func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v
 			if ap.Comment != "" {
 				msg += ": " + ap.Comment
 			}
-			return denied(gatewayapi.CodeApprovalDenied, "ApprovalDenied", msg)
+			return approvalAnswer{}, denied(gatewayapi.CodeApprovalDenied, "ApprovalDenied", msg)
 		}
 		if !k.g.clock.Now().Before(expires) {
-			delete(k.approvalSince, actionID)
+			if k.approvalSince[actionID].Equal(since) {
+				delete(k.approvalSince, actionID)
+			}
 			k.mu.Unlock()
-			return denied(gatewayapi.CodeApprovalExpired, "ApprovalExpired", fmt.Sprintf(
+			return approvalAnswer{}, denied(gatewayapi.CodeApprovalExpired, "ApprovalExpired", fmt.Sprintf(
 				"nobody decided on action %s (%s, risk %s) within the policy's approvalTimeout of %s; the call was not made",
 				actionID, call.Tool, entry.Risk, approvalTimeout(k.obj.Spec)))
 		}
 		if !added && !k.facts.isAwaiting(actionID) && len(k.facts.awaiting) < maxAwaitingApproval {
+			sh := req.shown
 			k.facts.awaiting = append(k.facts.awaiting, v1alpha1.ApprovalRequest{
-				ActionID: actionID, Tool: call.Tool, Risk: entry.Risk, Summary: req.summary,
+				ActionID: actionID, Tool: call.Tool, Risk: entry.Risk, Summary: sh.summary,
+				Arguments: sh.text, ArgumentsBytes: sh.bytes, ArgumentsSHA256: sh.sha256, ArgumentsTruncated: sh.truncated,
 				RequestedAt: &metav1.Time{Time: since}, ExpiresAt: &metav1.Time{Time: expires},
 			})
 			added = true
@@ -678,12 +698,29 @@ func (k *keeper) confirm(ctx context.Context, call *gatewayapi.ToolCall, entry v
 			if req.untilExpiry {
 				continue // the expiry check above answers
 			}
-			return newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeApprovalPending,
+			return approvalAnswer{}, newError(http.StatusConflict, gatewayapi.TypeConflict, gatewayapi.CodeApprovalPending,
 				fmt.Sprintf("action %s awaits approval until %s (kubectl patch the ResearchRun's spec.approvals); report the call again to keep waiting",
 					actionID, expires.UTC().Format(time.RFC3339)))
 		case <-ctx.Done():
-			return errNotPersisted("the request ended while awaiting approval of " + actionID)
+			return approvalAnswer{}, errNotPersisted("the request ended while awaiting approval of " + actionID)
 		}
+	}
+}
+
+// settleApproval ends the approval of an admitted or refused call: a call
+// that is made closes its request (the next identical call asks anew); a
+// call refused after its approval gives back the approval it spent (it
+// dispatched nothing) and keeps the request's window for its retry.
+func (k *keeper) settleApproval(actionID string, ans approvalAnswer, made bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if made {
+		delete(k.approvalSince, actionID)
+		return
+	}
+	if ans.spend {
+		k.facts.usedApprovals = slices.DeleteFunc(k.facts.usedApprovals, func(i int32) bool { return i == int32(ans.index) })
+		k.markLocked(false)
 	}
 }
 
@@ -693,15 +730,6 @@ func approvalTimeout(spec v1alpha1.RunAttemptSpec) time.Duration {
 		return t.Duration
 	}
 	return DefaultApprovalTimeout
-}
-
-func findApproval(approvals []v1alpha1.Approval, actionID string) (v1alpha1.Approval, bool) {
-	for _, ap := range slices.Backward(approvals) {
-		if ap.ActionID == actionID {
-			return ap, true
-		}
-	}
-	return v1alpha1.Approval{}, false
 }
 
 // lockWithSlot locks k.mu, first waiting for a free in-flight slot when the

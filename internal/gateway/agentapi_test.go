@@ -126,18 +126,18 @@ func admit(t testing.TB, e *gatewaytest.Env, tool string, args map[string]any) g
 	return call
 }
 
-// publishApproved approves report.publish calls with these arguments up front.
-func publishApproved(t testing.TB, args ...map[string]any) func(*v1alpha1.RunAttempt) {
-	return func(ra *v1alpha1.RunAttempt) {
-		for _, a := range args {
-			id, err := gatewayapi.ActionIDOf(gatewayapi.ToolReportPublish, a)
-			if err != nil {
-				t.Fatal(err)
-			}
-			ra.Spec.Approvals = append(ra.Spec.Approvals, v1alpha1.Approval{
-				ActionID: id, Decision: v1alpha1.DecisionApprove})
+// publishApproved approves report.publish calls with these arguments each
+// time one waits, as a person would.
+func publishApproved(t testing.TB, e *gatewaytest.Env, args ...map[string]any) {
+	var ids []string
+	for _, a := range args {
+		id, err := gatewayapi.ActionIDOf(gatewayapi.ToolReportPublish, a)
+		if err != nil {
+			t.Fatal(err)
 		}
+		ids = append(ids, id)
 	}
+	e.ApproveWhenAsked(ids...)
 }
 
 // Bad input is refused with 400, naming the field at fault in error.param;
@@ -333,10 +333,8 @@ func TestAnApprovalIsBoundToTheArgumentsNotTheContext(t *testing.T) {
 	g := NewWithT(t)
 	id, err := gatewayapi.ActionIDOf("notes.write", map[string]any{"text": "x"})
 	g.Expect(err).NotTo(HaveOccurred())
-	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
-		ra.Spec.Mode = v1alpha1.ModeEdit
-		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: id, Decision: v1alpha1.DecisionApprove}}
-	}})
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) { ra.Spec.Mode = v1alpha1.ModeEdit }})
+	e.ApproveWhenAsked(id)
 	r := as(t, e, "POST", self("/toolcalls"), `{"tool":"notes.write","arguments":{"text":"x"},"context":"chosen-by-the-agent"}`)
 	g.Expect(r.status).To(Equal(http.StatusOK))
 	var call gatewayapi.ToolCall
@@ -369,7 +367,7 @@ func TestAgentAPIApprovalPending(t *testing.T) {
 	go func() { done <- as(t, e, "POST", self("/toolcalls"), body) }()
 	g.Eventually(func() []string { return v1alpha1.ActionIDs(e.Status().AwaitingApproval) }, apiWait, apiPoll).Should(ConsistOf(id))
 	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
-		s.Approvals = append(s.Approvals, v1alpha1.Approval{ActionID: id, Decision: v1alpha1.DecisionApprove})
+		s.Approvals = append(s.Approvals, gatewaytest.Decision(id, v1alpha1.DecisionApprove))
 	})
 	var ok reply
 	g.Eventually(done, apiWait).Should(Receive(&ok))
@@ -395,7 +393,7 @@ func TestAnApprovalIsSeenThroughAStaleCache(t *testing.T) {
 
 	// The approval is written, and no informer event tells the gateway.
 	ra := e.Get()
-	ra.Spec.Approvals = append(ra.Spec.Approvals, v1alpha1.Approval{ActionID: id, Decision: v1alpha1.DecisionApprove})
+	ra.Spec.Approvals = append(ra.Spec.Approvals, gatewaytest.Decision(id, v1alpha1.DecisionApprove))
 	ra.Generation++
 	g.Expect(e.Client.Update(t.Context(), ra)).To(Succeed())
 
@@ -497,7 +495,8 @@ func TestPublication(t *testing.T) {
 	background := map[string]any{"section": "Background", "content": "Alpha uses Raft."}
 	findings := map[string]any{"section": "Findings", "content": "Beta is asynchronous."}
 	costs := map[string]any{"section": "Costs", "content": "Cheap."}
-	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: publishApproved(t, background, findings, costs)})
+	e := gatewaytest.Start(t, gatewaytest.Options{})
+	publishApproved(t, e, background, findings, costs)
 	reportKey := types.NamespacedName{Namespace: gatewaytest.Namespace, Name: gateway.ReportName(gatewaytest.Run)}
 	report := func() *corev1.ConfigMap {
 		cm := &corev1.ConfigMap{}

@@ -65,6 +65,7 @@ type facts struct {
 	faults           []v1alpha1.Fault
 	advice           []v1alpha1.Advice
 	awaiting         []v1alpha1.ApprovalRequest
+	usedApprovals    []int32
 	finishProposed   bool
 	publication      v1alpha1.Publication
 	checkpoint       string
@@ -80,7 +81,8 @@ type facts struct {
 
 // seed takes over what an earlier process of this same attempt reported, so
 // counters never go backwards and no recorded fact is dropped. Awaited
-// approvals are requests of that process, not facts, and are not kept.
+// approvals are requests of that process, not facts, and are not kept (the
+// keeper keeps their windows); used approvals are facts and are.
 func (f *facts) seed(s v1alpha1.RunAttemptStatus) {
 	f.usage = s.Usage
 	f.steps, f.lastProgressStep = s.Steps, s.LastProgressStep
@@ -91,6 +93,7 @@ func (f *facts) seed(s v1alpha1.RunAttemptStatus) {
 	f.inFlight = slices.Clone(s.InFlight)
 	f.faults = slices.Clone(s.Faults)
 	f.advice = slices.Clone(s.Advice)
+	f.usedApprovals = slices.Clone(s.UsedApprovals)
 	f.finishProposed = s.FinishProposed
 	f.publication = s.Publication
 	f.checkpoint = s.Checkpoint
@@ -214,6 +217,7 @@ func (f *facts) render() v1alpha1.RunAttemptStatus {
 		Faults:           slices.Clone(f.faults),
 		Advice:           slices.Clone(f.advice),
 		AwaitingApproval: slices.Clone(f.awaiting),
+		UsedApprovals:    slices.Clone(f.usedApprovals),
 		FinishProposed:   f.finishProposed,
 		Publication:      f.publication,
 		Checkpoint:       f.checkpoint,

@@ -441,13 +441,8 @@ func (g *Gateway) resolve(r *http.Request) (*keeper, *apiError) {
 	g.mu.Lock()
 	k := g.keepers[key]
 	g.mu.Unlock()
-	if k != nil {
-		k.mu.Lock()
-		uid := k.obj.Spec.PodUID
-		k.mu.Unlock()
-		if uid == id.PodUID {
-			return k, nil
-		}
+	if k != nil && k.podUID() == id.PodUID {
+		return k, nil
 	}
 	obj, e := g.awaitPod(ctx, key, id)
 	if e != nil {
@@ -455,7 +450,7 @@ func (g *Gateway) resolve(r *http.Request) (*keeper, *apiError) {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if k := g.keepers[key]; k != nil && k.obj.Spec.PodUID == id.PodUID {
+	if k := g.keepers[key]; k != nil && k.podUID() == id.PodUID {
 		return k, nil
 	}
 	k = newKeeper(g, obj)

@@ -74,7 +74,8 @@ type keeper struct {
 	exhaustedSeq uint64
 	calls        map[string]*admitted
 	// approvalSince is when each pending approval request was first made
-	// (its expiry runs from there, across reports of the same call).
+	// (its expiry runs from there, across reports of the same call, and
+	// across a restart of the gateway: seeded from status.awaitingApproval).
 	approvalSince map[string]time.Time
 	// conv fingerprints the conversation the last model request forwarded:
 	// the context of the tool calls that follow it.
@@ -145,6 +146,11 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 	}
 	k.facts.seed(obj.Status)
 	k.persisted = *obj.Status.DeepCopy()
+	for _, a := range obj.Status.AwaitingApproval {
+		if a.RequestedAt != nil {
+			k.approvalSince[a.ActionID] = a.RequestedAt.Time
+		}
+	}
 	restarted := false
 	// A side effect in flight when the previous gateway process ended has
 	// an outcome nobody knows: it is never dispatched again (unless its
@@ -169,6 +175,14 @@ func newKeeper(g *Gateway, obj *v1alpha1.RunAttempt) *keeper {
 		k.markLocked(true) // written as soon as the keeper runs
 	}
 	return k
+}
+
+// podUID is the UID of the pod the attempt records (g.mu may be held: the
+// lock order is g.mu, then k.mu).
+func (k *keeper) podUID() string {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.obj.Spec.PodUID
 }
 
 // noteFinalizingLocked records the usage the reserve is served on top of,

@@ -141,7 +141,7 @@ func checkArguments(t *testing.T, raw json.RawMessage) (map[string]any, bool) {
 	if err1 != nil || err2 != nil || fp1 != fp2 {
 		t.Fatalf("the fingerprint of %s differs by form: %s %v / %s %v", canon, fp1, err1, fp2, err2)
 	}
-	_ = summarize(args)
+	_ = showArguments(args)
 	return args, true
 }
 

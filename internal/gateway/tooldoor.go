@@ -292,7 +292,7 @@ func (k *keeper) admitAndDispatch(ctx context.Context, t doorTool, args map[stri
 		canon = []byte("{}")
 	}
 	call, entry, e := k.admitCall(ctx, callRequest{
-		tool: t.entry.Name, canon: canon, context: agentContext, summary: summarize(args), untilExpiry: true,
+		tool: t.entry.Name, canon: canon, context: agentContext, shown: showArguments(args), untilExpiry: true,
 	})
 	if e != nil {
 		k.announce(blk, false)
@@ -348,14 +348,6 @@ func (k *keeper) listedNames(ctx context.Context) string {
 		return "none in the current mode"
 	}
 	return strings.Join(names, ", ")
-}
-
-// summarize is an approval's short, redacted view of the arguments,
-// redacted as the redact interceptor redacts whether or not the policy's
-// chain has one: approvers never read a secret the agent passed.
-func summarize(args map[string]any) string {
-	raw, _ := gatewayapi.CanonicalJSON(chain.RedactArguments(args))
-	return textutil.Truncate(chain.RedactText(string(raw)), 256)
 }
 
 // callOutcome is what the gateway knows after a dispatch.

@@ -263,7 +263,7 @@ func TestToolDoorApprovals(t *testing.T) {
 	g.Consistently(done, 300*time.Millisecond).ShouldNot(Receive())
 
 	e.UpdateSpec(func(s *v1alpha1.RunAttemptSpec) {
-		s.Approvals = append(s.Approvals, v1alpha1.Approval{ActionID: req.ActionID, Decision: v1alpha1.DecisionApprove, Approver: "alice"})
+		s.Approvals = append(s.Approvals, gatewaytest.Decision(req.ActionID, v1alpha1.DecisionApprove))
 	})
 	var res *mcp.CallToolResult
 	g.Eventually(done, 5*time.Second).Should(Receive(&res))

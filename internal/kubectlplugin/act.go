@@ -42,6 +42,12 @@ type DecideOptions struct {
 	// Force records the decision although the action is not among the
 	// run's status.pendingApprovals.
 	Force bool
+	// Standing makes an approval admit every identical call of the attempt
+	// (scope Standing) instead of one (Once).
+	Standing bool
+	// ArgumentsSHA256 names the full redacted arguments approved; required
+	// when the pending request's arguments were too long to be shown.
+	ArgumentsSHA256 string
 }
 
 // Approve appends a decision to the run's spec.approvals with a JSON patch
@@ -69,7 +75,18 @@ func Approve(ctx context.Context, w io.Writer, c client.Client, o DecideOptions)
 			"a decision for it would change nothing (pass --force to record it anyway)",
 			o.ActionID, o.Namespace, o.Run, waiting)
 	}
+	if o.Decision == v1alpha1.DecisionApprove && i >= 0 {
+		if err := checkArgumentsHash(pending[i], o.ArgumentsSHA256); err != nil {
+			return fmt.Errorf("researchrun %s/%s: %w", o.Namespace, o.Run, err)
+		}
+	}
 	entry := v1alpha1.Approval{ActionID: o.ActionID, Decision: o.Decision, Comment: o.Comment}
+	if o.Decision == v1alpha1.DecisionApprove {
+		entry.Scope, entry.ArgumentsSHA256 = v1alpha1.ApprovalScopeOnce, o.ArgumentsSHA256
+		if o.Standing {
+			entry.Scope = v1alpha1.ApprovalScopeStanding
+		}
+	}
 	before := len(rr.Spec.Approvals)
 	patch, err := json.Marshal([]map[string]any{{"op": "add", "path": "/spec/approvals/-", "value": entry}})
 	if err != nil {
@@ -84,6 +101,9 @@ func Approve(ctx context.Context, w io.Writer, c client.Client, o DecideOptions)
 	if i >= 0 {
 		p := pending[i]
 		line += fmt.Sprintf(" (tool %s, risk %s, attempt %d)", p.Tool, dash(string(p.Risk)), p.Attempt)
+		if entry.Scope == v1alpha1.ApprovalScopeStanding {
+			line += fmt.Sprintf("; standing: every identical call of attempt %d runs without asking", p.Attempt)
+		}
 	} else {
 		line += " (not pending: recorded because of --force)"
 	}
@@ -101,6 +121,22 @@ func Approve(ctx context.Context, w io.Writer, c client.Client, o DecideOptions)
 			detail += fmt.Sprintf(", comment %q", stored.Comment)
 		}
 		_, _ = fmt.Fprintln(w, detail)
+	}
+	return nil
+}
+
+// checkArgumentsHash refuses to approve a request whose arguments were too
+// long to be shown in full unless the approver names their hash, and any
+// hash that is not the request's.
+func checkArgumentsHash(p v1alpha1.ApprovalRequest, hash string) error {
+	switch {
+	case hash != "" && p.ArgumentsSHA256 != "" && hash != p.ArgumentsSHA256:
+		return fmt.Errorf("--arguments-sha256 %s is not the hash of action %s's arguments (%s): you would approve other arguments than the call's",
+			hash, p.ActionID, p.ArgumentsSHA256)
+	case p.ArgumentsTruncated && hash == "":
+		return fmt.Errorf("action %s's arguments are %d bytes, more than the %d shown (status.pendingApprovals[].arguments), "+
+			"so nobody saw them in full: read them where they were made and pass --arguments-sha256 with the SHA-256 of the "+
+			"full redacted arguments (%s) to approve them", p.ActionID, p.ArgumentsBytes, v1alpha1.MaxApprovalArguments, p.ArgumentsSHA256)
 	}
 	return nil
 }
@@ -156,7 +192,8 @@ func (p *plugin) decideCommand(d v1alpha1.ApprovalDecision) *cobra.Command {
 		Use:   "approve RUN ACTION",
 		Short: "Approve an action a run waits on (appends to spec.approvals)",
 		Example: `  kubectl agentrun approve survey-vector-dbs report.publish-3f9a0c1d2e4b5a69 --comment "ship it"
-  kubectl agentrun approve survey-vector-dbs mail.send-0b1c2d3e4f5a6b7c --force`,
+  kubectl agentrun approve survey-vector-dbs mail.send-0b1c2d3e4f5a6b7c --force
+  kubectl agentrun approve survey-vector-dbs http.post-0b1c2d3e4f5a6b7c8d9e0f1a2b3c4d5e --standing`,
 		Args:              cobra.ExactArgs(2),
 		ValidArgsFunction: p.completeRunAndAction,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -175,6 +212,10 @@ func (p *plugin) decideCommand(d v1alpha1.ApprovalDecision) *cobra.Command {
 		cmd.Flags().StringVar(&o.Comment, "reason", "", "why it is denied (kept as the decision's comment)")
 	} else {
 		cmd.Flags().StringVar(&o.Comment, "comment", "", "a comment kept with the decision")
+		cmd.Flags().BoolVar(&o.Standing, "standing", false,
+			"admit every identical call (same action id) of the attempt, not only the one that waits (scope: Standing)")
+		cmd.Flags().StringVar(&o.ArgumentsSHA256, "arguments-sha256", "",
+			"the SHA-256 of the full redacted arguments you approve (required when they were too long to be shown)")
 	}
 	cmd.Flags().BoolVar(&o.Force, "force", false, "record the decision although the action is not pending")
 	return cmd

@@ -75,7 +75,7 @@ func TestApproveAndDeny(t *testing.T) {
 	}
 	golden(t, "approve.txt", out)
 	want := []v1alpha1.Approval{{ActionID: "report.publish-3f9a0c1d2e4b5a69", Decision: v1alpha1.DecisionApprove,
-		Comment: "ship it"}}
+		Comment: "ship it", Scope: v1alpha1.ApprovalScopeOnce}}
 	if diff := cmp.Diff(want, approvals(t, rr)); diff != "" {
 		t.Errorf("spec.approvals after approve (-want +got):\n%s", diff)
 	}
@@ -100,7 +100,7 @@ func TestApproveAndDeny(t *testing.T) {
 	}
 	golden(t, "deny-force.txt", out)
 	want = append(want, v1alpha1.Approval{ActionID: "mail.send-0b1c2d3e4f5a6b7c", Decision: v1alpha1.DecisionDeny,
-		Comment: "not yet"})
+		Comment: "not yet", Scope: v1alpha1.ApprovalScopeOnce}) // the API's default; a Deny ignores it
 	if diff := cmp.Diff(want, approvals(t, rr)); diff != "" {
 		t.Errorf("spec.approvals after deny --force (-want +got):\n%s", diff)
 	}
@@ -108,6 +108,54 @@ func TestApproveAndDeny(t *testing.T) {
 	_, _, err = run(t, now, nil, "approve", "-n", "decide", "missing", "x")
 	if err == nil || !strings.Contains(err.Error(), `"missing" not found`) {
 		t.Errorf("approve on a missing run: %v", err)
+	}
+}
+
+// approve --standing asks for a standing approval; a call whose arguments
+// were too long to be shown in full is approved only with
+// --arguments-sha256 naming their hash (issue 25 items 8, 9).
+func TestApproveStandingAndTruncatedArguments(t *testing.T) {
+	rr := waitingRun(t, "decide-long", "deploy")
+	c := cluster(t)
+	long := strings.Repeat("0123456789abcdef", 4)
+	rr.Status.PendingApprovals = append(rr.Status.PendingApprovals, v1alpha1.ApprovalRequest{
+		ActionID: "mail.send-0b1c2d3e4f5a6b7c", Tool: "mail.send", Risk: v1alpha1.RiskHigh, Attempt: 1,
+		Arguments: `{"body":"aaaa`, ArgumentsBytes: 20000, ArgumentsSHA256: long, ArgumentsTruncated: true})
+	if err := c.Status().Update(context.Background(), rr); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+
+	_, _, err := run(t, now, nil, "approve", "-n", "decide-long", "deploy", "mail.send-0b1c2d3e4f5a6b7c")
+	if err == nil || !strings.Contains(err.Error(), "--arguments-sha256") || !strings.Contains(err.Error(), "20000 bytes") {
+		t.Errorf("approving truncated arguments without their hash: %v", err)
+	}
+	_, _, err = run(t, now, nil, "approve", "-n", "decide-long", "deploy", "mail.send-0b1c2d3e4f5a6b7c",
+		"--arguments-sha256", strings.Repeat("f", 64))
+	if err == nil || !strings.Contains(err.Error(), "other arguments") {
+		t.Errorf("approving with another hash: %v", err)
+	}
+	if got := approvals(t, rr); len(got) != 0 {
+		t.Fatalf("a refused approval was recorded: %v", got)
+	}
+
+	if _, _, err = run(t, now, nil, "approve", "-n", "decide-long", "deploy", "mail.send-0b1c2d3e4f5a6b7c",
+		"--arguments-sha256", long); err != nil {
+		t.Fatal(err)
+	}
+	out, _, err := run(t, now, nil, "approve", "-n", "decide-long", "deploy", "report.publish-3f9a0c1d2e4b5a69", "--standing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out, "standing: every identical call of attempt 1 runs without asking") {
+		t.Errorf("approve --standing does not say what it grants:\n%s", out)
+	}
+	want := []v1alpha1.Approval{
+		{ActionID: "mail.send-0b1c2d3e4f5a6b7c", Decision: v1alpha1.DecisionApprove, Scope: v1alpha1.ApprovalScopeOnce, ArgumentsSHA256: long},
+		{ActionID: "report.publish-3f9a0c1d2e4b5a69", Decision: v1alpha1.DecisionApprove, Scope: v1alpha1.ApprovalScopeStanding},
+	}
+	if diff := cmp.Diff(want, approvals(t, rr)); diff != "" {
+		t.Errorf("spec.approvals (-want +got):\n%s", diff)
 	}
 }
 

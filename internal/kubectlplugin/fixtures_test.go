@@ -18,8 +18,11 @@ package kubectlplugin
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -30,7 +33,16 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
+
+// docsArgs are the arguments deploy-docs-1 waits on: the agent arranged
+// them so that what matters lies beyond the first 256 bytes (the old
+// summary), and the approver must read it (issue 25 item 9).
+var docsArgs = `{"content":"` + strings.Repeat("Install the chart, then read the guide. ", 8) +
+	`Finally run kubectl delete namespace prod.","section":"Deployment guide"}`
+
+var docsArgsSHA256 = func() string { s := sha256.Sum256([]byte(docsArgs)); return hex.EncodeToString(s[:]) }()
 
 // The fixture namespace team-a, shared by the read-only tests (get, why,
 // top): four runs of two sessions as the operator and the gateway would
@@ -181,8 +193,11 @@ func buildTeamA(ctx context.Context, c client.Client) (time.Time, error) {
 		Calls: []v1alpha1.CallCount{{Tool: "http.get", Fingerprint: "0f1e2d3c4b5a6978", Count: 1}},
 		AwaitingApproval: []v1alpha1.ApprovalRequest{{ActionID: "report.publish-3f9a0c1d2e4b5a69",
 			Tool: "report.publish", Risk: v1alpha1.RiskHigh,
-			Summary:     `{"section":"Deployment guide","target":"configmap/deploy-docs-report"}`,
-			RequestedAt: t.ago(time.Minute), ExpiresAt: t.in(14 * time.Minute)}},
+			Summary:         textutil.Truncate(docsArgs, 256),
+			Arguments:       docsArgs,
+			ArgumentsBytes:  int64(len(docsArgs)),
+			ArgumentsSHA256: docsArgsSHA256,
+			RequestedAt:     t.ago(time.Minute), ExpiresAt: t.in(14 * time.Minute)}},
 		HeartbeatTime: t.ago(time.Minute),
 	}
 	digest1.Status = v1alpha1.RunAttemptStatus{

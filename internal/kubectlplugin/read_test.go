@@ -120,6 +120,11 @@ func TestWhyAwaitingApproval(t *testing.T) {
 		t.Fatal(err)
 	}
 	golden(t, "why-awaiting-approval.txt", out)
+	// The approver reads the whole arguments, also what the agent put
+	// beyond the first 256 bytes (issue 25 item 9).
+	if !strings.Contains(out, docsArgs) || !strings.Contains(out, docsArgsSHA256) {
+		t.Errorf("why does not show the full arguments and their hash:\n%s", out)
+	}
 }
 
 func TestWhyOthers(t *testing.T) {

@@ -641,23 +641,44 @@ func (x *explainer) approvals() {
 	pending := rr.Status.PendingApprovals
 	if len(pending) > 0 {
 		x.section("Pending approvals")
-		t := newTable(x.w, "  ", "ACTION", "TOOL", "RISK", "ATTEMPT", "REQUESTED", "EXPIRES", "SUMMARY")
+		t := newTable(x.w, "  ", "ACTION", "TOOL", "RISK", "ATTEMPT", "REQUESTED", "EXPIRES")
 		for _, p := range pending {
 			t.row(p.ActionID, p.Tool, dash(string(p.Risk)), fmt.Sprint(p.Attempt), ago(p.RequestedAt, x.now),
-				ago(p.ExpiresAt, x.now), dash(p.Summary))
+				ago(p.ExpiresAt, x.now))
 		}
 		t.flush()
-		x.printf("\n")
 		for _, p := range pending {
-			x.printf("  approve: kubectl agentrun approve -n %s %s %s --comment \"…\"\n", rr.Namespace, rr.Name, p.ActionID)
-			x.printf("  deny:    kubectl agentrun deny -n %s %s %s --reason \"…\"\n", rr.Namespace, rr.Name, p.ActionID)
+			x.printf("\n  %s\n", p.ActionID)
+			approve := fmt.Sprintf("kubectl agentrun approve -n %s %s %s --comment \"…\"", rr.Namespace, rr.Name, p.ActionID)
+			switch {
+			case p.ArgumentsTruncated:
+				x.printf("    arguments (redacted): TRUNCATED, showing %d of %d bytes; the full arguments' SHA-256 is %s\n",
+					len(p.Arguments), p.ArgumentsBytes, p.ArgumentsSHA256)
+				x.printf("    nobody can read them in full here: approve only after reading them where they were made, naming their hash\n")
+				approve += " --arguments-sha256 " + p.ArgumentsSHA256
+			case p.Arguments != "" || p.ArgumentsSHA256 != "":
+				x.printf("    arguments (redacted, in full, %d bytes, SHA-256 %s):\n", p.ArgumentsBytes, p.ArgumentsSHA256)
+			default:
+				x.printf("    arguments: not shown by this gateway; summary (redacted, possibly cut): %s\n", dash(p.Summary))
+			}
+			if p.Arguments != "" {
+				for _, line := range strings.Split(p.Arguments, "\n") {
+					x.printf("      %s\n", line)
+				}
+			}
+			x.printf("    approve: %s\n", approve)
+			x.printf("    deny:    kubectl agentrun deny -n %s %s %s --reason \"…\"\n", rr.Namespace, rr.Name, p.ActionID)
 		}
 	}
 	if len(rr.Spec.Approvals) > 0 {
 		x.section("Decisions (spec.approvals)")
-		t := newTable(x.w, "  ", "#", "ACTION", "DECISION", "APPROVER", "TIME", "COMMENT")
+		t := newTable(x.w, "  ", "#", "ACTION", "DECISION", "SCOPE", "APPROVER", "TIME", "COMMENT")
 		for i, a := range rr.Spec.Approvals {
-			t.row(fmt.Sprint(i), a.ActionID, string(a.Decision), dash(a.Approver), ago(a.Time, x.now), dash(a.Comment))
+			scope := string(a.Scope)
+			if a.Decision != v1alpha1.DecisionApprove {
+				scope = ""
+			}
+			t.row(fmt.Sprint(i), a.ActionID, string(a.Decision), dash(scope), dash(a.Approver), ago(a.Time, x.now), dash(a.Comment))
 		}
 		t.flush()
 	}

@@ -114,10 +114,16 @@ func pendingIn(reqs []v1alpha1.ApprovalRequest, actionID string, n int32) bool {
 	return false
 }
 
-// approveCommand is how a person approves actionID of this run.
-func (f *facts) approveCommand(actionID string) string {
-	return fmt.Sprintf(`kubectl patch researchrun %s --type=json -p '[{"op":"add","path":"/spec/approvals/-","value":{"actionID":%q,"decision":"Approve"}}]'`,
-		f.in.Name, actionID)
+// approveCommand is how a person approves the call r of this run: an
+// approval of arguments too long to be shown in full names their hash, or
+// the gateway admits nothing with it.
+func (f *facts) approveCommand(r v1alpha1.ApprovalRequest) string {
+	hash := ""
+	if r.ArgumentsTruncated {
+		hash = fmt.Sprintf(`,"argumentsSHA256":%q`, r.ArgumentsSHA256)
+	}
+	return fmt.Sprintf(`kubectl patch researchrun %s --type=json -p '[{"op":"add","path":"/spec/approvals/-","value":{"actionID":%q,"decision":"Approve"%s}}]'`,
+		f.in.Name, r.ActionID, hash)
 }
 
 // describeRequest says what a call is: its tool and risk, as far as known.
@@ -152,7 +158,7 @@ func (f *facts) awaitingMessage(reqs []v1alpha1.ApprovalRequest) string {
 		head = fmt.Sprintf("%d calls of attempt %d wait for a decision", len(reqs), reqs[0].Attempt)
 	}
 	return fmt.Sprintf(`%s: %s; approve with: %s ("decision":"Deny" refuses it)`,
-		head, strings.Join(parts, ", "), f.approveCommand(reqs[0].ActionID))
+		head, strings.Join(parts, ", "), f.approveCommand(reqs[0]))
 }
 
 // requestedMessage is the ApprovalRequested event's message.
@@ -161,10 +167,17 @@ func (f *facts) requestedMessage(r v1alpha1.ApprovalRequest) string {
 	if r.Summary != "" {
 		msg += ": " + textutil.Truncate(r.Summary, 256)
 	}
+	switch {
+	case r.ArgumentsTruncated:
+		msg += fmt.Sprintf(" (its %d bytes of arguments are too long to be shown in full; approve only after reading them where they were made, naming their SHA-256 %s)",
+			r.ArgumentsBytes, r.ArgumentsSHA256)
+	case r.ArgumentsBytes > int64(len(r.Summary)):
+		msg += fmt.Sprintf(" (cut: read all %d bytes of arguments with kubectl agentrun why %s before deciding)", r.ArgumentsBytes, f.in.Name)
+	}
 	if r.ExpiresAt != nil {
 		msg += "; refused if not decided by " + r.ExpiresAt.UTC().Format(time.RFC3339)
 	}
-	return msg + "; approve with: " + f.approveCommand(r.ActionID)
+	return msg + "; approve with: " + f.approveCommand(r)
 }
 
 // changedNothingMessage is the ApprovalChangedNothing warning's message.

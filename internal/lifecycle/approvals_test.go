@@ -106,6 +106,21 @@ func approvalCases() map[string]approvalCase {
 			events: []string{"action a1 of attempt 1 waits for a decision (tool files.write, risk Medium)", `{"path":"notes/plan.md"}`,
 				"refused if not decided by 2026-03-01T12:20:00Z", approveCommand},
 		},
+		"a call whose summary is cut: the event says where to read the whole arguments": {
+			in: runningAt(now, fact(1, waiting(v1alpha1.ApprovalRequest{ActionID: "a3", Summary: "{\"text\":\"aaa…",
+				Arguments: "{\"text\":\"aaaa… 600 bytes\"}", ArgumentsBytes: 600, ArgumentsSHA256: "ab12"}))),
+			want: approvalOutcome{Rung: rungSteady, Phase: running, Pending: []string{"a3@1"},
+				Events: []string{evRequested}, Conditions: []string{awaitingTrue, readyTrue}},
+			events: []string{"(cut: read all 600 bytes of arguments with kubectl agentrun why r1 before deciding)"},
+		},
+		"a call whose arguments are too long to be shown: the command names their hash": {
+			in: runningAt(now, fact(1, waiting(v1alpha1.ApprovalRequest{ActionID: "a4", Summary: "{\"text\":\"aaa…",
+				ArgumentsBytes: 20000, ArgumentsSHA256: "ab12", ArgumentsTruncated: true}))),
+			want: approvalOutcome{Rung: rungSteady, Phase: running, Pending: []string{"a4@1"},
+				Events: []string{evRequested}, Conditions: []string{awaitingTrue, readyTrue}},
+			condition: []string{`"actionID":"a4","decision":"Approve","argumentsSHA256":"ab12"`},
+			events:    []string{"its 20000 bytes of arguments are too long to be shown in full", `"argumentsSHA256":"ab12"`},
+		},
 		"still waiting: no second event": {
 			in: with(runningAt(now, fact(1, waiting(a1))), mirrored(1, a1)),
 			want: approvalOutcome{Rung: rungSteady, Phase: running, Pending: []string{"a1@1"},

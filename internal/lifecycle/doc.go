@@ -140,9 +140,11 @@ limitations under the License.
 // current attempt has failed (a failed attempt's call is never dispatched).
 // Each action id that becomes pending gets one ApprovalRequested event.
 //
-// spec.approvals is append-only and the latest decision for an action
-// before its dispatch wins (the gateway reads them from the attempt's spec,
-// which the operator writes after the run's status). status.observedApprovals
+// spec.approvals is append-only. The gateway reads them from the attempt's
+// spec (which the operator writes after the run's status) and honours a
+// decision only for a call that waited when it was stamped; an Approve is
+// spent by one dispatch unless its scope is Standing (the gateway records
+// it in the attempt's status.usedApprovals). status.observedApprovals
 // counts the entries already judged: each later entry whose action no call
 // waits on (dispatched, refused, expired, never asked) gets one
 // ApprovalChangedNothing warning, once.

@@ -167,8 +167,9 @@ func TestPermissionMatrix(t *testing.T) {
 
 // Confirm: the action id is written to status.awaitingApproval at once and
 // the call waits until spec.approvals answers. Approve runs it, Deny is a
-// refusal naming who denied and why. A recorded answer applies to the same
-// call again; a wait ends with the caller's context and is withdrawn.
+// refusal naming who denied and why. An approval admits one call: the same
+// call again waits for a new one; a wait ends with the caller's context and
+// is withdrawn.
 func TestApprovalWait(t *testing.T) {
 	e := newEnvWith(t, gatewaytest.Options{
 		Mutate: func(ra *v1.RunAttempt) { ra.Spec.Mode = v1.ModeEdit },
@@ -210,9 +211,14 @@ func TestApprovalWait(t *testing.T) {
 	_, called = ran.Load("notes.write")
 	e.g.Expect(called).To(BeFalse())
 
-	// The same call again: the recorded answer applies, no new wait.
-	_, err := a.CallTool(ctx, "notes.write", map[string]any{"text": "approve me"})
-	e.g.Expect(err).NotTo(HaveOccurred())
+	// The same call again waits for a decision of its own: an approval
+	// admits one call (issue 25 item 8).
+	res, errs = call(ctx, "approve me")
+	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(approveID))
+	e.g.Consistently(res, 200*time.Millisecond).ShouldNot(Receive(), "the spent approval admits nothing more")
+	e.approve(approveID, v1.DecisionApprove, "alice", "")
+	e.g.Eventually(res, wait).Should(Receive(ContainSubstring("noted")))
+	e.g.Expect(<-errs).NotTo(HaveOccurred())
 
 	// A wait ends with the caller's context.
 	waitCtx, cancel := context.WithCancel(ctx)
@@ -367,7 +373,7 @@ func TestSideEffectsBlockedWhileAPIServerDown(t *testing.T) {
 // served from the reserve until it is used up.
 func TestFinalizing(t *testing.T) {
 	args := map[string]any{"section": "summary", "content": "..."}
-	e := newEnv(t, preApproved(actionID(t, "report.publish", args)))
+	e := preApproved(newEnv(t, nil), actionID(t, "report.publish", args))
 	var ran sync.Map
 	a := e.newAgent(func(a *agent.Agent) { e.tools(a, &ran) })
 	ctx := e.start(a)
@@ -452,7 +458,7 @@ func TestAdmissionTimeChecks(t *testing.T) {
 	e.g.Eventually(func() []string { return v1.ActionIDs(e.status().AwaitingApproval) }, wait, poll).Should(ConsistOf(id))
 	e.UpdateSpec(func(s *v1.RunAttemptSpec) {
 		s.Mode = v1.ModeReadOnly
-		s.Approvals = append(s.Approvals, v1.Approval{ActionID: id, Decision: v1.DecisionApprove})
+		s.Approvals = append(s.Approvals, gatewaytest.Decision(id, v1.DecisionApprove))
 	})
 	e.g.Eventually(done, wait).Should(Receive(And(
 		MatchError(agent.ErrPermissionDenied), MatchError(ContainSubstring("the mode changed while the call waited")))))
@@ -556,10 +562,10 @@ func TestAToolCallIsAskedAgainWhileAnInterceptorIsUnavailable(t *testing.T) {
 		}),
 	})
 	e := newEnvWith(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1.RunAttempt) {
-		preApproved(actionID(t, "report.publish", args))(ra)
 		ra.Spec.Policy.ResolvedChain = []v1.ResolvedInterceptor{{Name: "auth", Class: v1.ClassSecurity,
 			Phase: v1.InterceptorPre, Priority: 10, OnError: v1.PostureDeny, Veto: true}}
 	}})
+	preApproved(e, actionID(t, "report.publish", args))
 	var ran sync.Map
 	a := e.newAgent(func(a *agent.Agent) {
 		e.tools(a, &ran)

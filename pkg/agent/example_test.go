@@ -115,22 +115,22 @@ func Example() {
 	}))
 	defer model.Close()
 
-	// report.publish is High risk: confirmed in every mode. Here the user
-	// approved the exact action up front (the operator copies spec.approvals
-	// from the ResearchRun); otherwise the agent would wait for it.
+	// report.publish is High risk: confirmed in every mode. Here a stand-in
+	// for the user approves the exact action when the agent asks (the
+	// operator copies spec.approvals from the ResearchRun).
 	publish := map[string]any{"section": "summary", "content": "page a\npage b"}
 	publishID, _ := gatewayapi.ActionIDOf("report.publish", publish)
 	env, stop, err := gatewaytest.Standalone(gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
 		ra.Spec.Goal = "compare vector databases"
 		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: 8, ToolCalls: 8}
 		ra.Spec.Policy.Models = []v1alpha1.Model{{Name: "small", BaseURL: model.URL}}
-		ra.Spec.Approvals = []v1alpha1.Approval{{ActionID: publishID, Decision: v1alpha1.DecisionApprove}}
 	}}, false)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer stop()
+	env.ApproveWhenAsked(publishID)
 
 	cfg := agent.Config{GatewayURL: env.URL(), Token: gatewaytest.Token} // in a pod: agent.ConfigFromEnv()
 	if err := research(context.Background(), cfg, func(url string) string { return "page " + url }); err != nil {

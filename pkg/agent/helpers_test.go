@@ -113,7 +113,9 @@ func (e *env) tools(a *agent.Agent, ran *sync.Map) {
 func (e *env) approve(actionID string, decision v1.ApprovalDecision, approver, comment string) {
 	e.t.Helper()
 	e.UpdateSpec(func(s *v1.RunAttemptSpec) {
-		s.Approvals = append(s.Approvals, v1.Approval{ActionID: actionID, Decision: decision, Approver: approver, Comment: comment})
+		d := gatewaytest.Decision(actionID, decision)
+		d.Approver, d.Comment = approver, comment
+		s.Approvals = append(s.Approvals, d)
 	})
 }
 
@@ -137,14 +139,12 @@ func fingerprint(t *testing.T, tool string, args any, callContext string) string
 	return fp
 }
 
-// preApproved approves the calls up front (the user answered before the
-// agent asked).
-func preApproved(ids ...string) func(*v1.RunAttempt) {
-	return func(ra *v1.RunAttempt) {
-		for _, id := range ids {
-			ra.Spec.Approvals = append(ra.Spec.Approvals, v1.Approval{ActionID: id, Decision: v1.DecisionApprove, Approver: "alice"})
-		}
-	}
+// preApproved starts e with the calls approved each time they wait, as a
+// person who already decided would (an approval answers only a call that
+// waits when it is given).
+func preApproved(e *env, ids ...string) *env {
+	e.ApproveWhenAsked(ids...)
+	return e
 }
 
 // ask makes one model request with the agent's OpenAI client, inside the

@@ -80,7 +80,7 @@ type attemptSeen struct {
 	blocks   int32
 	finish   bool
 	settled  bool
-	awaiting string
+	awaiting Awaiting
 }
 
 // NewChecker makes a checker of namespace ns; Start starts its watches.
@@ -263,7 +263,10 @@ func (k *Checker) applyAttempt(o client.Object, deleted bool) {
 	cur := &attemptSeen{run: ra.Labels[v1alpha1.LabelRun], usage: st.Usage, steps: st.Steps,
 		blocks: st.Publication.BlocksCommitted, finish: st.FinishProposed, settled: st.Publication.Settled}
 	if len(st.AwaitingApproval) > 0 {
-		cur.awaiting = st.AwaitingApproval[0].ActionID
+		cur.awaiting = Awaiting{ActionID: st.AwaitingApproval[0].ActionID}
+		if at := st.AwaitingApproval[0].RequestedAt; at != nil {
+			cur.awaiting.Since = at.Time
+		}
 	}
 	if s != nil {
 		var what []string
@@ -353,13 +356,21 @@ func (k *Checker) TerminalTime(run string) time.Time {
 	return time.Time{}
 }
 
-// Awaiting returns, per run, the action its latest attempt waits approval for.
-func (k *Checker) Awaiting() map[string]string {
+// Awaiting is a request for approval: the action, and when it was made
+// (approvals are one-shot and answer only a request made before them, so a
+// request asked again, by a new attempt, needs a new answer).
+type Awaiting struct {
+	ActionID string
+	Since    time.Time
+}
+
+// Awaiting returns, per run, the request its latest attempt waits on.
+func (k *Checker) Awaiting() map[string]Awaiting {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	out := map[string]string{}
+	out := map[string]Awaiting{}
 	for _, a := range k.attempts {
-		if a.awaiting != "" {
+		if a.awaiting.ActionID != "" {
 			out[a.run] = a.awaiting
 		}
 	}

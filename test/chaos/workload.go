@@ -390,13 +390,15 @@ func (w *World) Created() ([]string, map[string]Kind) {
 // Act answers the runs that wait for an approval, as their owner would:
 // an approval run gets each action it asks for approved (the one its script
 // publishes, and a finalization's publish after a fault lost that one),
-// a cancel run is cancelled at its first. Each answer is retried until it
-// lands (the webhooks may be down) or the run ends.
+// a cancel run is cancelled at its first. An approval is one-shot and
+// answers one request: a request asked again (by a new attempt) is answered
+// again. Each answer is retried until it lands (the webhooks may be down) or
+// the run ends.
 func (w *World) Act(ctx context.Context) {
-	for run, actionID := range w.Checker.Awaiting() {
+	for run, req := range w.Checker.Awaiting() {
 		w.mu.Lock()
 		kind := w.kinds[run]
-		key := run + "/" + actionID
+		key := run + "/" + req.ActionID + "/" + req.Since.Format(time.RFC3339Nano)
 		if kind == KindCancel {
 			key = run
 		}
@@ -408,11 +410,11 @@ func (w *World) Act(ctx context.Context) {
 		if done || (kind != KindApproval && kind != KindCancel) {
 			continue
 		}
-		go w.answer(ctx, run, kind, actionID)
+		go w.answer(ctx, run, kind, req)
 	}
 }
 
-func (w *World) answer(ctx context.Context, run string, kind Kind, actionID string) {
+func (w *World) answer(ctx context.Context, run string, kind Kind, req Awaiting) {
 	obj := &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Namespace: w.NS, Name: run}}
 	err := retry(ctx, func() error {
 		if w.Checker.Terminated(run) {
@@ -427,14 +429,18 @@ func (w *World) answer(ctx context.Context, run string, kind Kind, actionID stri
 		if err := w.env.St.Client.Get(ctx, client.ObjectKeyFromObject(obj), cur); err != nil {
 			return err
 		}
-		if slices.ContainsFunc(cur.Spec.Approvals, func(a v1alpha1.Approval) bool { return a.ActionID == actionID }) {
+		// One already decided after the request answers it (an earlier try
+		// of this update landed).
+		if slices.ContainsFunc(cur.Spec.Approvals, func(a v1alpha1.Approval) bool {
+			return a.ActionID == req.ActionID && a.Time != nil && !a.Time.Time.Before(req.Since.Truncate(time.Second))
+		}) {
 			return nil
 		}
-		cur.Spec.Approvals = append(cur.Spec.Approvals, v1alpha1.Approval{ActionID: actionID, Decision: v1alpha1.DecisionApprove})
+		cur.Spec.Approvals = append(cur.Spec.Approvals, v1alpha1.Approval{ActionID: req.ActionID, Decision: v1alpha1.DecisionApprove})
 		return w.env.St.Client.Update(ctx, cur)
 	})
 	if err != nil && ctx.Err() == nil {
-		w.env.logf("answering %s (%s): %v", run, kind, err)
+		w.env.logf("answering %s (%s, %s): %v", run, kind, req.ActionID, err)
 	}
 }
 

@@ -258,7 +258,9 @@ func (s *Server) Do(c Command) (any, error) {
 			id, d = c.Deny, v1alpha1.DecisionDeny
 		}
 		return map[string]bool{"ok": true}, s.UpdateSpec(func(sp *v1alpha1.RunAttemptSpec) {
-			sp.Approvals = append(sp.Approvals, v1alpha1.Approval{ActionID: id, Decision: d, Approver: "conformance"})
+			ap := gatewaytest.Decision(id, d)
+			ap.Approver = "conformance"
+			sp.Approvals = append(sp.Approvals, ap)
 		})
 	case c.Terminate:
 		return map[string]bool{"ok": true}, s.UpdateSpec(func(sp *v1alpha1.RunAttemptSpec) { sp.RunPhase = v1alpha1.PhaseTerminated })

@@ -29,6 +29,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -463,4 +464,64 @@ func (e *Env) Do(method, path, token string, body []byte) *http.Response {
 		e.T.Fatal(err)
 	}
 	return resp
+}
+
+// Decision is a person's decision on actionID as the admission webhook
+// admits it: stamped with the time of its admission (now). The gateway
+// honours a decision only within the window of the request it answers.
+func Decision(actionID string, d v1alpha1.ApprovalDecision) v1alpha1.Approval {
+	return v1alpha1.Approval{ActionID: actionID, Decision: d, Approver: "alice", Time: &metav1.Time{Time: time.Now()}}
+}
+
+// ApproveWhenAsked approves each call of actionIDs, as a person would, once
+// it waits (status.awaitingApproval) with no unused approval of its window,
+// until the test ends.
+func (e *Env) ApproveWhenAsked(actionIDs ...string) {
+	ctx, cancel := context.WithCancel(context.Background())
+	e.T.Cleanup(cancel)
+	g := e.Gateway
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+				ra := &v1alpha1.RunAttempt{}
+				if err := e.Client.Get(ctx, e.Key, ra); err != nil {
+					return err
+				}
+				changed := false
+				for _, a := range ra.Status.AwaitingApproval {
+					if slices.Contains(actionIDs, a.ActionID) && !Answered(ra, a) {
+						ra.Spec.Approvals = append(ra.Spec.Approvals, Decision(a.ActionID, v1alpha1.DecisionApprove))
+						changed = true
+					}
+				}
+				if !changed {
+					return nil
+				}
+				ra.Generation++
+				if err := e.Client.Update(ctx, ra); err != nil {
+					return err
+				}
+				g.Observe(ra)
+				return nil
+			})
+		}
+	}()
+}
+
+// Answered reports whether a decision not yet used is stamped within the
+// window of request a.
+func Answered(ra *v1alpha1.RunAttempt, a v1alpha1.ApprovalRequest) bool {
+	for i, ap := range ra.Spec.Approvals {
+		if ap.ActionID == a.ActionID && ap.Time != nil && a.RequestedAt != nil &&
+			!ap.Time.Before(&metav1.Time{Time: a.RequestedAt.Truncate(time.Second)}) &&
+			!slices.Contains(ra.Status.UsedApprovals, int32(i)) {
+			return true
+		}
+	}
+	return false
 }

@@ -83,6 +83,12 @@ type Approval struct {
 	Attempt   int32         `json:"attempt,omitempty"`
 	Summary   string        `json:"summary,omitempty"`
 	ExpiresAt string        `json:"expiresAt,omitempty"`
+	// The full redacted arguments (up to v1alpha1.MaxApprovalArguments
+	// bytes), their length and SHA-256, and whether they were cut.
+	Arguments          string `json:"arguments,omitempty"`
+	ArgumentsBytes     int64  `json:"argumentsBytes,omitempty"`
+	ArgumentsSHA256    string `json:"argumentsSHA256,omitempty"`
+	ArgumentsTruncated bool   `json:"argumentsTruncated,omitempty"`
 }
 
 // StateOf reads a run's State from its status.
@@ -101,7 +107,9 @@ func StateOf(run *v1alpha1.ResearchRun) State {
 		s.Finalization = string(f.Reason) + ": " + f.Cause
 	}
 	for _, a := range st.PendingApprovals {
-		p := Approval{ActionID: a.ActionID, Tool: a.Tool, Risk: a.Risk, Attempt: a.Attempt, Summary: a.Summary}
+		p := Approval{ActionID: a.ActionID, Tool: a.Tool, Risk: a.Risk, Attempt: a.Attempt, Summary: a.Summary,
+			Arguments: a.Arguments, ArgumentsBytes: a.ArgumentsBytes, ArgumentsSHA256: a.ArgumentsSHA256,
+			ArgumentsTruncated: a.ArgumentsTruncated}
 		if a.ExpiresAt != nil {
 			p.ExpiresAt = a.ExpiresAt.UTC().Format("2006-01-02T15:04:05Z")
 		}

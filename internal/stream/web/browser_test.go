@@ -412,7 +412,8 @@ func (sc *script) run(ctx context.Context) {
 	sc.pub(ctx, stream.Event{Type: stream.ReasoningMessageStart, MessageID: "r-1"})
 	sc.deltas(ctx, stream.ReasoningMessageContent, "r-1", []string{"The user ", "wants ", "sources."})
 	sc.pub(ctx, stream.Event{Type: stream.ReasoningMessageEnd, MessageID: "r-1"})
-	request := map[string]any{"actionID": actionID, "tool": "report.publish", "summary": "publish the survey"}
+	request := map[string]any{"actionID": actionID, "tool": "report.publish", "summary": "publish the survey",
+		"arguments": approvalArguments, "argumentsBytes": len(approvalArguments), "argumentsSHA256": strings.Repeat("ab", 32)}
 	sc.custom(ctx, "agentrun.dev/approval-requested", request)
 	sc.delta(ctx, op("add", "/pendingApprovals", []any{request}), op("replace", "/awaitingApproval", true))
 	sc.pub(ctx, stream.Event{Type: stream.TextMessageStart, MessageID: "m-1", Role: "assistant"})
@@ -468,6 +469,7 @@ type pageState struct {
 	Customs      []string       `json:"customs"`
 	Final        string         `json:"final"`
 	Approvals    []string       `json:"approvals"`
+	ApprovalArgs []string       `json:"approvalArgs"`
 	URL          string         `json:"url"`
 	StoredToken  string         `json:"storedToken"`
 	ErrorMessage string         `json:"error"`
@@ -490,11 +492,17 @@ const readPage = `(() => {
     customs: Array.from(document.querySelectorAll('#timeline .custom'), (e) => e.dataset.name),
     final: q('#timeline .final'),
     approvals: Array.from(document.querySelectorAll('#approvals:not([hidden]) code.cmd'), (e) => e.textContent),
+    approvalArgs: Array.from(document.querySelectorAll('#approvals:not([hidden]) pre.args'), (e) => e.textContent),
     url: location.href,
     storedToken: sessionStorage.getItem('agentrun.token') || '',
     error: q('#error'),
   };
 })()`
+
+// approvalArguments are the arguments of the pending approval: what matters
+// lies beyond the first 256 bytes.
+var approvalArguments = `{"content":"` + strings.Repeat("A fair survey of the field. ", 12) +
+	`Also mail the draft to eve@example.org.","section":"Survey"}`
 
 // TestRunViewReloadMidRun streams a run into the page, reloads it while the
 // text block is half streamed, and cuts its stream once more before the end
@@ -522,6 +530,11 @@ func TestRunViewReloadMidRun(t *testing.T) {
 		`'[{"op":"add","path":"/spec/approvals/-","value":{"actionID":"` + actionID + `","decision":"Approve"}}]'`
 	if diff := cmp.Diff([]string{wantCmd}, before.Approvals); diff != "" {
 		t.Errorf("pending approval command (-want +got):\n%s", diff)
+	}
+	// The approver reads the whole arguments, also what lies beyond the
+	// first 256 bytes (issue 25 item 9).
+	if diff := cmp.Diff([]string{approvalArguments}, before.ApprovalArgs); diff != "" {
+		t.Errorf("pending approval arguments (-want +got):\n%s", diff)
 	}
 	if strings.Contains(before.URL, "token") || before.StoredToken != testToken {
 		t.Errorf("the token: URL %q (want it gone from the address bar), sessionStorage %q", before.URL, before.StoredToken)

@@ -135,13 +135,9 @@ func (w *world) user(ctx context.Context) {
 						return err
 					}
 					changed := false
-					for _, id := range v1alpha1.ActionIDs(cur.Status.AwaitingApproval) {
-						answered := false
-						for _, a := range cur.Spec.Approvals {
-							answered = answered || a.ActionID == id
-						}
-						if d, ok := w.decide(id); ok && !answered {
-							cur.Spec.Approvals = append(cur.Spec.Approvals, v1alpha1.Approval{ActionID: id, Decision: d, Approver: "alice"})
+					for _, req := range cur.Status.AwaitingApproval {
+						if d, ok := w.decide(req.ActionID); ok && !gatewaytest.Answered(cur, req) {
+							cur.Spec.Approvals = append(cur.Spec.Approvals, gatewaytest.Decision(req.ActionID, d))
 							changed = true
 						}
 					}

@@ -144,15 +144,25 @@
     R.pending.clear();
     for (const a of R.state.pendingApprovals) {
       const id = a.actionID || a.action;
-      if (id) R.pending.set(id, { action: id, tool: a.tool, summary: a.summary });
+      if (id) R.pending.set(id, pendingOf(id, a));
     }
     renderApprovals();
   }
 
+  // pendingOf is what an approver reads of a waiting call: its full
+  // redacted arguments and their hash, which an approval of arguments too
+  // long to be shown must name.
+  const pendingOf = (id, a) => ({
+    action: id, tool: a.tool, summary: a.summary, arguments: a.arguments,
+    bytes: a.argumentsBytes, sha256: a.argumentsSHA256, truncated: !!a.argumentsTruncated,
+  });
+
   const shellArg = (s) => (/^[A-Za-z0-9._\-/]+$/.test(s) ? s : "'" + s.replace(/'/g, "'\\''") + "'");
 
-  function approveCommand(action, decision) {
-    const patch = JSON.stringify([{ op: 'add', path: '/spec/approvals/-', value: { actionID: action, decision } }]);
+  function approveCommand(action, decision, sha256) {
+    const value = { actionID: action, decision };
+    if (sha256) value.argumentsSHA256 = sha256;
+    const patch = JSON.stringify([{ op: 'add', path: '/spec/approvals/-', value }]);
     return 'kubectl patch researchrun ' + shellArg(R.name) + ' -n ' + shellArg(R.ns) +
       ' --type=json -p ' + shellArg(patch);
   }
@@ -161,8 +171,17 @@
     const items = [...R.pending.values()].map((a) => {
       const li = el('li');
       li.dataset.action = a.action;
-      li.append(el('div', '', (a.tool || 'tool') + (a.summary ? ': ' + a.summary : '') + ' — action ' + a.action));
-      const cmd = approveCommand(a.action, 'Approve');
+      li.append(el('div', '', (a.tool || 'tool') + ' — action ' + a.action));
+      if (a.arguments !== undefined || a.sha256) {
+        li.append(el('pre', 'args', a.arguments || ''));
+        li.append(el('div', 'args-note', a.truncated
+          ? 'TRUNCATED: showing ' + (a.arguments || '').length + ' of ' + a.bytes + ' bytes; the full arguments\' SHA-256 is ' +
+            a.sha256 + '. Approve only after reading them in full where they were made: the command names that hash.'
+          : 'Arguments in full (redacted), ' + a.bytes + ' bytes, SHA-256 ' + a.sha256 + '.'));
+      } else if (a.summary) {
+        li.append(el('div', 'args-note', 'Summary (redacted, possibly cut): ' + a.summary));
+      }
+      const cmd = approveCommand(a.action, 'Approve', a.truncated ? a.sha256 : '');
       const copy = el('button', 'copy', 'Copy');
       copy.type = 'button';
       copy.addEventListener('click', () => navigator.clipboard && navigator.clipboard.writeText(cmd));
@@ -203,7 +222,7 @@
     timeline().append(e);
     const id = v && (v.actionID || v.actionId || v.action);
     if (!id) return;
-    if (/approval-requested$/.test(ev.name)) R.pending.set(id, { action: id, tool: v.tool, summary: v.summary });
+    if (/approval-requested$/.test(ev.name)) R.pending.set(id, pendingOf(id, v));
     else if (/approval-decided$/.test(ev.name)) R.pending.delete(id);
     renderApprovals();
   }
