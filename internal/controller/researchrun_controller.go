@@ -47,7 +47,9 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
+	"github.com/agentrun-dev/agentrun/internal/policy"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // DefaultFactGrace is the default fact grace: twice the gateway's default
@@ -596,8 +598,11 @@ func (r *ResearchRunReconciler) writeStatus(ctx context.Context, run *v1alpha1.R
 	return next, wrote, err
 }
 
-// policyNotReady says why a policy's resolved chain cannot be handed to a new
-// attempt yet, or "" when it can.
+// policyNotReady says why a policy's chain cannot be handed to a new attempt
+// yet, or "" when it can. The status says whether the operator has resolved
+// the current generation; the spec itself must validate too, since a status
+// is a report (its writer is held by admission policy
+// runtimepolicy-status-authority, not by RBAC alone).
 func policyNotReady(p *v1alpha1.RuntimePolicy) string {
 	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionValid)
 	switch {
@@ -606,17 +611,29 @@ func policyNotReady(p *v1alpha1.RuntimePolicy) string {
 	case c.Status != metav1.ConditionTrue:
 		return fmt.Sprintf("RuntimePolicy %q is not valid, so no attempt starts: %s", p.Name, c.Message)
 	}
+	if errs := policy.Validate(&p.Spec); len(errs) > 0 {
+		return fmt.Sprintf("RuntimePolicy %q is not valid, so no attempt starts: %s", p.Name,
+			textutil.Truncate(errs.ToAggregate().Error(), 1024))
+	}
 	return ""
 }
 
 // attemptSpec is the spec an attempt should carry for decision d (decided
-// by lifecycle.AttemptSpec from what was gathered).
+// by lifecycle.AttemptSpec from what was gathered). A new attempt's policy
+// snapshot carries the chain resolved from the policy's validated spec,
+// never status.resolvedChain as it stands.
 func attemptSpec(run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1alpha1.RunAttemptSpec) v1alpha1.RunAttemptSpec {
-	return lifecycle.AttemptSpec(lifecycle.AttemptSpecInput{
+	in := lifecycle.AttemptSpecInput{
 		Run: run, Decision: d, Attempt: n, PodName: runpod.Name(run.Name, n), Current: cur,
-		Session: g.session, Policy: g.policy, PolicyReady: g.policy != nil && policyNotReady(g.policy) == "",
-		Previous: g.attempts[n-1],
-	})
+		Session: g.session, Policy: g.policy, Previous: g.attempts[n-1],
+	}
+	if cur == nil && g.policy != nil {
+		in.PolicyReady = policyNotReady(g.policy) == ""
+		if in.PolicyReady {
+			in.Chain = policy.Resolve(g.policy.Spec.Interceptors)
+		}
+	}
+	return lifecycle.AttemptSpec(in)
 }
 
 // ensureAttempt creates RunAttempt <run>-<n> if it does not exist (its name is

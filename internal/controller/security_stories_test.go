@@ -1,0 +1,77 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package controller
+
+import (
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/policy"
+)
+
+// What the operator holds against a user with namespace-edit rights (security
+// review, issue 25). This suite installs no admission policies: it shows what
+// the operator holds by itself, should a write get past them.
+var _ = Describe("Security review 25: the operator", func() {
+	var w *world
+	BeforeEach(func() { w = newWorld() })
+
+	It("snapshots the chain from the policy's validated spec, never from a tampered status", func() {
+		interceptors := []v1alpha1.Interceptor{
+			{Name: "auth", Class: v1alpha1.ClassSecurity, Role: v1alpha1.RoleAuthentication, Phase: v1alpha1.InterceptorPre,
+				Priority: 10, OnError: v1alpha1.PostureDeny, Veto: new(true)},
+			{Name: "audit", Class: v1alpha1.ClassObservability, Role: v1alpha1.RoleAudit, Phase: v1alpha1.InterceptorPost,
+				Priority: 90, OnError: v1alpha1.PostureAllow},
+		}
+		Expect(k8sClient.Create(ctx, &v1alpha1.RuntimePolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "guarded"},
+			Spec:       v1alpha1.RuntimePolicySpec{Interceptors: interceptors},
+		})).To(Succeed())
+		p := &v1alpha1.RuntimePolicy{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "guarded"}, p)).To(Succeed())
+			g.Expect(meta.IsStatusConditionTrue(p.Status.Conditions, v1alpha1.ConditionValid)).To(BeTrue())
+			g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
+		}, timeout, interval).Should(Succeed())
+
+		// Someone with write access to runtimepolicies/status turns the
+		// Security check fail-open, and adds an entry of their own; the
+		// status still says Valid for the current generation.
+		forged := p.DeepCopy()
+		forged.Status.ResolvedChain[0].OnError = v1alpha1.PostureAllow
+		forged.Status.ResolvedChain = append(forged.Status.ResolvedChain, v1alpha1.ResolvedInterceptor{
+			Name: "exfil", Class: v1alpha1.ClassObservability, Phase: v1alpha1.InterceptorPost, Priority: 99, OnError: v1alpha1.PostureAllow})
+		Expect(k8sClient.Status().Patch(ctx, forged, client.MergeFrom(p))).To(Succeed())
+
+		Expect(k8sClient.Create(ctx, &v1alpha1.Session{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "guarded"},
+			Spec:       v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "guarded"}},
+		})).To(Succeed())
+		w.run("r", func(r *v1alpha1.ResearchRun) { r.Spec.SessionRef.Name = "guarded" })
+		ra := w.attempt("r", 1)
+		Expect(ra.Spec.Policy.Name).To(Equal("guarded"))
+		Expect(ra.Spec.Policy.ResolvedChain).To(Equal(policy.Resolve(interceptors)),
+			"the snapshot is the spec's resolution, not the status")
+		Expect(ra.Spec.Policy.ResolvedChain[0].OnError).To(Equal(v1alpha1.PostureDeny))
+	})
+})
