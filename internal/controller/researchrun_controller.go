@@ -112,6 +112,9 @@ type ResearchRunReconciler struct {
 	// podExpectations remembers pods this process created whose creation the
 	// cache has not shown yet, so a stale cache never yields a second pod.
 	podExpectations *expectations
+	// created remembers the UID of each attempt pod this process created
+	// until its RunAttempt records it: no other pod is ever recorded.
+	created *createdPods
 	// admissions remembers the starts this process wrote that the cache does
 	// not show yet, per session (the admission's expectations).
 	admissions *admissions
@@ -141,6 +144,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		r.facts.forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
+		r.created.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if run.Status.Phase == v1alpha1.PhaseTerminated {
@@ -148,6 +152,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// accounting still takes in facts written after it ended.
 		r.facts.forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
+		r.created.forget(req.NamespacedName)
 		return requeueOnConflict(r.settleAccounts(ctx, run))
 	}
 
@@ -414,10 +419,16 @@ func (r *ResearchRunReconciler) settleAccounts(ctx context.Context, run *v1alpha
 
 // observePod reads the current attempt's pod. A pod the cache does not show is
 // confirmed absent with a live read before it counts as gone: a stale cache
-// must never turn into a failed attempt.
+// must never turn into a failed attempt. A pod is the attempt's only if its
+// RunAttempt records its UID or this process created it (createdPods); any
+// other pod with the attempt's name is no pod of the attempt's (ensurePod
+// replaces it).
 func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.ResearchRun, attempt int32, ra *v1alpha1.RunAttempt) (lifecycle.PodObservation, *corev1.Pod, error) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, attempt)}
 	created := ra != nil && ra.Spec.PodUID != ""
+	if created {
+		r.created.recorded(client.ObjectKeyFromObject(run), attempt)
+	}
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, key, pod)
 	if apierrors.IsNotFound(err) && (created || r.podExpectations.pending(key)) {
@@ -428,6 +439,10 @@ func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.Re
 		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent, Created: created}, nil, nil
 	case err != nil:
 		return lifecycle.PodObservation{}, nil, fmt.Errorf("reading pod %s: %w", key, err)
+	}
+	if !created && !r.created.made(client.ObjectKeyFromObject(run), attempt, pod.UID) {
+		// Not the operator's: the attempt has no pod yet.
+		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent}, nil, nil
 	}
 	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1alpha1.LabelAttempt] != strconv.Itoa(int(attempt)) {
 		return lifecycle.PodObservation{}, nil, fmt.Errorf("pod %s exists but does not belong to attempt %d of run %s", key, attempt, run.Name)
@@ -703,14 +718,16 @@ func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1alph
 // ensurePod creates attempt n's pod once, for an attempt that records no pod
 // yet (one that does was created once: if it is gone, that is a failed
 // attempt, never a new pod). The pod name is deterministic, so AlreadyExists
-// means another pass created it; expectations cover the window in which the
+// means another pass created it — if this process holds the UID its create
+// returned (createdPods); a pod of that name it did not create is never the
+// attempt's (replaceForeignPod). Expectations cover the window in which the
 // cache has not yet shown a pod this process created.
 func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, n int32) (*corev1.Pod, error) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, n)}
 	var pod *corev1.Pod
 	switch {
 	case g.current == n && g.podObj != nil:
-		pod = g.podObj
+		pod = g.podObj // observePod returns only the attempt's own pod
 	default:
 		sa := DefaultRunnerServiceAccount
 		if g.policy != nil && g.policy.Spec.RunnerServiceAccountName != "" {
@@ -736,6 +753,12 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.Res
 			if err := r.APIReader.Get(ctx, key, built); err != nil {
 				return nil, err
 			}
+			if !r.created.made(client.ObjectKeyFromObject(run), n, built.UID) {
+				r.podExpectations.observed(key)
+				return nil, r.replaceForeignPod(ctx, run, built, n)
+			}
+		} else {
+			r.created.remember(client.ObjectKeyFromObject(run), n, built.UID)
 		}
 		pod = built
 	}
@@ -743,6 +766,33 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.Res
 		return nil, fmt.Errorf("pod %s exists and does not belong to run %s", key, run.Name)
 	}
 	return pod, nil
+}
+
+// replaceForeignPod deals with a pod that has attempt n's name but that this
+// process did not create: a pod someone pre-created with the run as its
+// controller (to be served as the attempt, with its grant and the policy's
+// models and tools), or one an earlier operator process created but whose
+// RunAttempt never recorded it. Either way nobody can tell it from a
+// foreign one, and it never becomes the attempt's pod: one the run controls
+// is deleted (UID precondition) and the attempt's pod is created once it is
+// gone (its deletion requeues the run); one the run does not control is
+// not the operator's to delete, and the attempt waits until it is removed.
+// It returns the error that ends this pass.
+func (r *ResearchRunReconciler) replaceForeignPod(ctx context.Context, run *v1alpha1.ResearchRun, pod *corev1.Pod, n int32) error {
+	if !metav1.IsControlledBy(pod, run) {
+		r.Recorder.Eventf(run, pod, corev1.EventTypeWarning, v1alpha1.EventReasonForeignPodInTheWay, v1alpha1.EventActionCreatePod,
+			"Pod %s has the name of attempt %d's pod but is not controlled by this run; the attempt starts once it is removed", pod.Name, n)
+		return fmt.Errorf("pod %s exists and does not belong to run %s", klog.KObj(pod), run.Name)
+	}
+	if pod.DeletionTimestamp == nil {
+		if err := r.deletePod(ctx, pod); err != nil {
+			return fmt.Errorf("deleting pod %s, which the operator did not create: %w", klog.KObj(pod), err)
+		}
+		r.Recorder.Eventf(run, pod, corev1.EventTypeWarning, v1alpha1.EventReasonForeignPodReplaced, v1alpha1.EventActionCreatePod,
+			"Pod %s (uid %s) has the name of attempt %d's pod and names this run as its controller, but the operator did not create it; "+
+				"it is deleted, never served as the attempt, and the attempt's pod is created once it is gone", pod.Name, pod.UID, n)
+	}
+	return fmt.Errorf("pod %s was not created by the operator; waiting for it to be gone before creating attempt %d's pod", klog.KObj(pod), n)
 }
 
 func (r *ResearchRunReconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
@@ -793,6 +843,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.facts = newFactClock(r.Clock)
 	registerPhaseCollector(mgr.GetCache(), mgr.Elected())
 	r.podExpectations = newExpectations(r.Clock, time.Minute)
+	r.created = newCreatedPods()
 	r.admissions = newAdmissions()
 	if interval := r.ProgressWriteInterval; interval >= 0 {
 		if interval == 0 {

@@ -20,6 +20,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -27,6 +28,7 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/policy"
+	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
 // What the operator holds against a user with namespace-edit rights (security
@@ -73,5 +75,41 @@ var _ = Describe("Security review 25: the operator", func() {
 		Expect(ra.Spec.Policy.ResolvedChain).To(Equal(policy.Resolve(interceptors)),
 			"the snapshot is the spec's resolution, not the status")
 		Expect(ra.Spec.Policy.ResolvedChain[0].OnError).To(Equal(v1alpha1.PostureDeny))
+	})
+
+	It("never records a pod it did not create, even one that names the run as its controller", func() {
+		// The run waits for its policy, so its attempt's pod can be made first.
+		Expect(k8sClient.Create(ctx, &v1alpha1.Session{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "later"},
+			Spec:       v1alpha1.SessionSpec{PolicyRef: v1alpha1.LocalObjectReference{Name: "later"}},
+		})).To(Succeed())
+		run := w.run("r", func(r *v1alpha1.ResearchRun) { r.Spec.SessionRef.Name = "later" })
+		foreign := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: attemptName("r", 1), Labels: map[string]string{
+				runpod.LabelManagedBy: runpod.ManagedBy, runpod.LabelName: runpod.AppName,
+				v1alpha1.LabelRun: "r", v1alpha1.LabelAttempt: "1"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1alpha1.GroupVersion.String(), Kind: "ResearchRun",
+					Name: run.Name, UID: run.UID, Controller: new(true)}},
+			},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "agent", Image: "mallory/agent"}}},
+		}
+		Expect(k8sClient.Create(ctx, foreign)).To(Succeed())
+		Expect(k8sClient.Create(ctx, &v1alpha1.RuntimePolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "later"},
+		})).To(Succeed())
+
+		// spec.podUID is set once (a CRD rule): once it names another pod,
+		// the foreign one was never recorded.
+		ra := &v1alpha1.RunAttempt{}
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: attemptName("r", 1)}, ra)).To(Succeed())
+			g.Expect(ra.Spec.PodUID).NotTo(BeEmpty())
+		}, timeout, interval).Should(Succeed())
+		Expect(ra.Spec.PodUID).NotTo(Equal(string(foreign.UID)), "the pre-created pod was adopted as the attempt's")
+		pod := w.pod("r", 1)
+		Expect(string(pod.UID)).To(Equal(ra.Spec.PodUID))
+		Expect(pod.Spec.Containers[0].Image).To(Equal("research-agent"), "the attempt runs the run's template")
+		Expect(w.runEvents("r", v1alpha1.EventReasonForeignPodReplaced)).To(ContainElement(
+			HaveField("Note", ContainSubstring("the operator did not create it"))))
 	})
 })
