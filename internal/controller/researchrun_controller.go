@@ -121,6 +121,9 @@ type ResearchRunReconciler struct {
 	// progress paces progress-only status writes (ProgressWriteInterval).
 	progress *progressWrites
 	runners  *runners
+	// egress keeps AttemptEgress between attempt starts and reports extra
+	// egress policies (nil without AttemptEgress).
+	egress *egressKeeper
 }
 
 var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
@@ -759,6 +762,11 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.Res
 			}
 		} else {
 			r.created.remember(client.ObjectKeyFromObject(run), n, built.UID)
+			if r.egress != nil {
+				if err := r.egress.reportExtra(ctx, run, built); err != nil {
+					logf.FromContext(ctx).Error(err, "Cannot check the NetworkPolicies that select the attempt's pod", "pod", klog.KObj(built))
+				}
+			}
 		}
 		pod = built
 	}
@@ -859,6 +867,13 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, caFile: r.GatewayCAFile, caRead: time.Now(),
 		egress: r.AttemptEgress, ready: map[string]bool{}}
+	if r.AttemptEgress != nil {
+		r.egress = &egressKeeper{Client: mgr.GetClient(), runners: r.runners, recorder: r.Recorder,
+			reported: map[types.NamespacedName]string{}}
+		if err := setupEgressKeeper(mgr, r.egress); err != nil {
+			return err
+		}
+	}
 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

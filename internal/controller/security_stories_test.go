@@ -21,6 +21,9 @@ import (
 	. "github.com/onsi/gomega"
 
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -111,5 +114,63 @@ var _ = Describe("Security review 25: the operator", func() {
 		Expect(pod.Spec.Containers[0].Image).To(Equal("research-agent"), "the attempt runs the run's template")
 		Expect(w.runEvents("r", v1alpha1.EventReasonForeignPodReplaced)).To(ContainElement(
 			HaveField("Note", ContainSubstring("the operator did not create it"))))
+	})
+
+	It("restores the attempt egress NetworkPolicy before each attempt's pod and while attempts run, and names a policy that widens it", func() {
+		want := AttemptEgressPolicy("agentrun-system")
+		key := types.NamespacedName{Namespace: w.ns, Name: want.Name}
+		np := &networkingv1.NetworkPolicy{}
+
+		// A first run sets the namespace up, and ends: no attempt pod is left.
+		w.run("first", nil)
+		w.pod("first", 1)
+		Eventually(func() error { return k8sClient.Get(ctx, key, np) }, timeout, interval).Should(Succeed())
+		w.stopRun("first", v1alpha1.StopCancel)
+		w.eventually("first", v1alpha1.PhaseTerminated, "")
+		Eventually(func() bool { return w.podGone("first", 1) }, timeout, interval).Should(BeTrue())
+
+		// A namespace editor deletes the policy; the next attempt's pod is
+		// not created before it is back.
+		Expect(k8sClient.Delete(ctx, np)).To(Succeed())
+		Eventually(func() bool { return apierrors.IsNotFound(k8sClient.Get(ctx, key, &networkingv1.NetworkPolicy{})) },
+			timeout, interval).Should(BeTrue())
+		w.run("second", nil)
+		pod := w.pod("second", 1)
+		Expect(k8sClient.Get(ctx, key, np)).To(Succeed(), "the attempt's pod exists without its egress policy")
+		Expect(olderRV(np.ResourceVersion, pod.ResourceVersion)).To(BeTrue(),
+			"the policy (rv %s) was back before the pod was created (rv %s)", np.ResourceVersion, pod.ResourceVersion)
+		Expect(equality.Semantic.DeepEqual(np.Spec, want.Spec)).To(BeTrue())
+
+		// Widened while the attempt runs: restored by the watch.
+		np.Spec.Egress = append(np.Spec.Egress, networkingv1.NetworkPolicyEgressRule{})
+		Expect(k8sClient.Update(ctx, np)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, key, np)).To(Succeed())
+			g.Expect(equality.Semantic.DeepEqual(np.Spec, want.Spec)).To(BeTrue(), "egress: %+v", np.Spec.Egress)
+		}, timeout, interval).Should(Succeed())
+
+		// Deleted while the attempt runs: back by the watch.
+		Expect(k8sClient.Delete(ctx, np)).To(Succeed())
+		Eventually(func(g Gomega) {
+			fresh := &networkingv1.NetworkPolicy{}
+			g.Expect(k8sClient.Get(ctx, key, fresh)).To(Succeed())
+			g.Expect(fresh.UID).NotTo(Equal(np.UID))
+		}, timeout, interval).Should(Succeed())
+
+		// Another policy that lets every pod of the namespace out is named
+		// on the run.
+		egress := []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		Expect(k8sClient.Create(ctx, &networkingv1.NetworkPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "allow-all-egress"},
+			Spec:       networkingv1.NetworkPolicySpec{PolicyTypes: egress, Egress: []networkingv1.NetworkPolicyEgressRule{{}}},
+		})).To(Succeed())
+		Eventually(func() []string {
+			var notes []string
+			for _, e := range w.runEvents("second", v1alpha1.EventReasonExtraEgressPolicy) {
+				notes = append(notes, e.Note)
+			}
+			return notes
+		}, timeout, interval).Should(ContainElement(And(ContainSubstring("NetworkPolicy allow-all-egress"),
+			ContainSubstring("second-1"), ContainSubstring("NetworkPolicies add up"))))
 	})
 })
