@@ -79,7 +79,8 @@ func (e *egressKeeper) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	}
 	if err := e.runners.ensureEgress(ctx, e.Client, e.Client, req.Namespace); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-			return ctrl.Result{Requeue: true}, nil
+			// The cache is behind the policy: again once it has caught up.
+			return ctrl.Result{RequeueAfter: conflictRetry}, nil
 		}
 		return ctrl.Result{}, fmt.Errorf("keeping NetworkPolicy %s in %s: %w", e.runners.egress.Name, req.Namespace, err)
 	}
