@@ -78,6 +78,12 @@ var _ = Describe("Security review 25: the operator", func() {
 		Expect(ra.Spec.Policy.ResolvedChain).To(Equal(policy.Resolve(interceptors)),
 			"the snapshot is the spec's resolution, not the status")
 		Expect(ra.Spec.Policy.ResolvedChain[0].OnError).To(Equal(v1alpha1.PostureDeny))
+
+		// And the operator puts its report back.
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			g.Expect(p.Status.ResolvedChain).To(Equal(policy.Resolve(interceptors)))
+		}, timeout, interval).Should(Succeed())
 	})
 
 	It("never records a pod it did not create, even one that names the run as its controller", func() {
