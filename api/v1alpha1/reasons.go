@@ -140,10 +140,32 @@ const (
 	EventReasonPermissionModeChanged = "PermissionModeChanged"
 )
 
+// Event reasons on a ResearchRun about what its attempts run in: recorded
+// when the operator finds the thing, not on a transition of the run.
+const (
+	// EventReasonForeignPodReplaced (Warning): a pod with the attempt's name
+	// and the run as its controller exists that the operator did not create
+	// (it holds no record of the UID its create returned); it is deleted,
+	// never recorded as the attempt's pod, and the attempt's pod is created
+	// once it is gone.
+	EventReasonForeignPodReplaced = "ForeignPodReplaced"
+	// EventReasonForeignPodInTheWay (Warning): a pod with the attempt's name
+	// exists that the run does not control; the operator does not delete it,
+	// and the attempt does not start until it is removed.
+	EventReasonForeignPodInTheWay = "ForeignPodInTheWay"
+	// EventReasonExtraEgressPolicy (Warning): a NetworkPolicy other than
+	// agentrun-attempt-egress selects the run's attempt pods and allows them
+	// egress (NetworkPolicies add up, so it widens what the pods may reach);
+	// the message names it.
+	EventReasonExtraEgressPolicy = "ExtraEgressPolicy"
+)
+
 // Event actions: what the operator did when it recorded the event.
 const (
 	// EventActionDecide: the termination owner decided a run's next phase.
 	EventActionDecide = "Decide"
 	// EventActionSwitchMode: the Session controller recorded a mode switch.
 	EventActionSwitchMode = "SwitchMode"
+	// EventActionCreatePod: the operator was creating an attempt's pod.
+	EventActionCreatePod = "CreatePod"
 )

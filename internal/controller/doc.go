@@ -46,7 +46,9 @@ limitations under the License.
 //     deterministic (<run>-<n>), so AlreadyExists means done; pods this
 //     process created are expected until the cache shows them
 //     (expectations.go); a pod missing from the cache is confirmed with a
-//     live read before it counts as gone; an attempt's pod is created once.
+//     live read before it counts as gone; an attempt's pod is created once,
+//     and recorded only if this process created it (createdPods: the UID
+//     its create returned), never adopted by name or owner reference.
 //   - Returned errors say what was being done; the clock is injected.
 //
 // The other files: predicates.go (which watch events start a pass, and

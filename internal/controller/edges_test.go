@@ -123,6 +123,7 @@ func newEdge(t *testing.T, funcs interceptor.Funcs) *edge {
 		Client: e.client, APIReader: e.client, Scheme: s, Recorder: e.recorder, Clock: e.clock,
 		facts:           newFactClock(e.clock),
 		podExpectations: newExpectations(e.clock, time.Minute),
+		created:         newCreatedPods(),
 		admissions:      newAdmissions(),
 		runners:         &runners{ready: map[string]bool{}},
 	}

@@ -69,3 +69,57 @@ func (e *expectations) pending(key types.NamespacedName) bool {
 	}
 	return ok
 }
+
+// createdPods remembers, per run, the UID the API server gave the attempt
+// pod this process created (the create's response), until the RunAttempt
+// records it in spec.podUID. It is the only proof that a pod with the
+// attempt's deterministic name is the operator's: its name, labels,
+// annotations and owner reference can all be set by whoever may create pods
+// in the namespace, so a pod is recorded as an attempt's only if its UID is
+// the one remembered here.
+type createdPods struct {
+	mu   sync.Mutex
+	uids map[types.NamespacedName]createdPod
+}
+
+type createdPod struct {
+	attempt int32
+	uid     types.UID
+}
+
+func newCreatedPods() *createdPods {
+	return &createdPods{uids: map[types.NamespacedName]createdPod{}}
+}
+
+// remember records that this process created attempt n's pod of run, with uid.
+func (c *createdPods) remember(run types.NamespacedName, n int32, uid types.UID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.uids[run] = createdPod{attempt: n, uid: uid}
+}
+
+// made reports whether this process created pod uid as attempt n's pod of run.
+func (c *createdPods) made(run types.NamespacedName, n int32, uid types.UID) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.uids[run]
+	return ok && uid != "" && p.attempt == n && p.uid == uid
+}
+
+// forget drops what is remembered for run (its attempt records its pod, or
+// the run is gone or has ended).
+func (c *createdPods) forget(run types.NamespacedName) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.uids, run)
+}
+
+// recorded drops what is remembered for attempt n of run, whose RunAttempt
+// now records its pod.
+func (c *createdPods) recorded(run types.NamespacedName, n int32) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if p, ok := c.uids[run]; ok && p.attempt <= n {
+		delete(c.uids, run)
+	}
+}

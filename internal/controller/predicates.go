@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/policy"
 )
 
 // The predicates of the watches: each says which events it passes and why it
@@ -64,6 +65,25 @@ var factsChanged = predicate.Funcs{
 	},
 	DeleteFunc:  func(event.DeleteEvent) bool { return true },
 	GenericFunc: func(event.GenericEvent) bool { return true },
+}
+
+// chainTampered passes a RuntimePolicy update whose status.resolvedChain is
+// not its spec's resolution although its spec is valid: a status written by
+// someone other than the operator (admission policy
+// runtimepolicy-status-authority refuses them; this puts back what got past
+// it). The operator's own writes, and invalid policies (whose chain is
+// empty), pass as unchanged.
+var chainTampered = predicate.Funcs{
+	CreateFunc: func(event.CreateEvent) bool { return false },
+	UpdateFunc: func(e event.UpdateEvent) bool {
+		p, ok := e.ObjectNew.(*v1alpha1.RuntimePolicy)
+		if !ok || len(p.Status.ResolvedChain) == 0 && len(policy.Validate(&p.Spec)) > 0 {
+			return false
+		}
+		return !equality.Semantic.DeepEqual(p.Status.ResolvedChain, policy.Resolve(p.Spec.Interceptors))
+	},
+	DeleteFunc:  func(event.DeleteEvent) bool { return false },
+	GenericFunc: func(event.GenericEvent) bool { return false },
 }
 
 // deletionChanged passes updates that set the deletion timestamp.

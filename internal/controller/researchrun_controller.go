@@ -47,7 +47,9 @@ import (
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/lifecycle"
+	"github.com/agentrun-dev/agentrun/internal/policy"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
+	"github.com/agentrun-dev/agentrun/pkg/textutil"
 )
 
 // DefaultFactGrace is the default fact grace: twice the gateway's default
@@ -110,12 +112,18 @@ type ResearchRunReconciler struct {
 	// podExpectations remembers pods this process created whose creation the
 	// cache has not shown yet, so a stale cache never yields a second pod.
 	podExpectations *expectations
+	// created remembers the UID of each attempt pod this process created
+	// until its RunAttempt records it: no other pod is ever recorded.
+	created *createdPods
 	// admissions remembers the starts this process wrote that the cache does
 	// not show yet, per session (the admission's expectations).
 	admissions *admissions
 	// progress paces progress-only status writes (ProgressWriteInterval).
 	progress *progressWrites
 	runners  *runners
+	// egress keeps AttemptEgress between attempt starts and reports extra
+	// egress policies (nil without AttemptEgress).
+	egress *egressKeeper
 }
 
 var _ reconcile.Reconciler = (*ResearchRunReconciler)(nil)
@@ -139,6 +147,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err := r.Get(ctx, req.NamespacedName, run); err != nil {
 		r.facts.forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
+		r.created.forget(req.NamespacedName)
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if run.Status.Phase == v1alpha1.PhaseTerminated {
@@ -146,6 +155,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		// accounting still takes in facts written after it ended.
 		r.facts.forget(req.NamespacedName)
 		r.progress.forget(req.NamespacedName)
+		r.created.forget(req.NamespacedName)
 		return requeueOnConflict(r.settleAccounts(ctx, run))
 	}
 
@@ -412,10 +422,16 @@ func (r *ResearchRunReconciler) settleAccounts(ctx context.Context, run *v1alpha
 
 // observePod reads the current attempt's pod. A pod the cache does not show is
 // confirmed absent with a live read before it counts as gone: a stale cache
-// must never turn into a failed attempt.
+// must never turn into a failed attempt. A pod is the attempt's only if its
+// RunAttempt records its UID or this process created it (createdPods); any
+// other pod with the attempt's name is no pod of the attempt's (ensurePod
+// replaces it).
 func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.ResearchRun, attempt int32, ra *v1alpha1.RunAttempt) (lifecycle.PodObservation, *corev1.Pod, error) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, attempt)}
 	created := ra != nil && ra.Spec.PodUID != ""
+	if created {
+		r.created.recorded(client.ObjectKeyFromObject(run), attempt)
+	}
 	pod := &corev1.Pod{}
 	err := r.Get(ctx, key, pod)
 	if apierrors.IsNotFound(err) && (created || r.podExpectations.pending(key)) {
@@ -426,6 +442,10 @@ func (r *ResearchRunReconciler) observePod(ctx context.Context, run *v1alpha1.Re
 		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent, Created: created}, nil, nil
 	case err != nil:
 		return lifecycle.PodObservation{}, nil, fmt.Errorf("reading pod %s: %w", key, err)
+	}
+	if !created && !r.created.made(client.ObjectKeyFromObject(run), attempt, pod.UID) {
+		// Not the operator's: the attempt has no pod yet.
+		return lifecycle.PodObservation{Phase: lifecycle.PodAbsent}, nil, nil
 	}
 	if !metav1.IsControlledBy(pod, run) || pod.Labels[v1alpha1.LabelAttempt] != strconv.Itoa(int(attempt)) {
 		return lifecycle.PodObservation{}, nil, fmt.Errorf("pod %s exists but does not belong to attempt %d of run %s", key, attempt, run.Name)
@@ -596,8 +616,11 @@ func (r *ResearchRunReconciler) writeStatus(ctx context.Context, run *v1alpha1.R
 	return next, wrote, err
 }
 
-// policyNotReady says why a policy's resolved chain cannot be handed to a new
-// attempt yet, or "" when it can.
+// policyNotReady says why a policy's chain cannot be handed to a new attempt
+// yet, or "" when it can. The status says whether the operator has resolved
+// the current generation; the spec itself must validate too, since a status
+// is a report (its writer is held by admission policy
+// runtimepolicy-status-authority, not by RBAC alone).
 func policyNotReady(p *v1alpha1.RuntimePolicy) string {
 	c := meta.FindStatusCondition(p.Status.Conditions, v1alpha1.ConditionValid)
 	switch {
@@ -606,17 +629,29 @@ func policyNotReady(p *v1alpha1.RuntimePolicy) string {
 	case c.Status != metav1.ConditionTrue:
 		return fmt.Sprintf("RuntimePolicy %q is not valid, so no attempt starts: %s", p.Name, c.Message)
 	}
+	if errs := policy.Validate(&p.Spec); len(errs) > 0 {
+		return fmt.Sprintf("RuntimePolicy %q is not valid, so no attempt starts: %s", p.Name,
+			textutil.Truncate(errs.ToAggregate().Error(), 1024))
+	}
 	return ""
 }
 
 // attemptSpec is the spec an attempt should carry for decision d (decided
-// by lifecycle.AttemptSpec from what was gathered).
+// by lifecycle.AttemptSpec from what was gathered). A new attempt's policy
+// snapshot carries the chain resolved from the policy's validated spec,
+// never status.resolvedChain as it stands.
 func attemptSpec(run *v1alpha1.ResearchRun, g *gathered, d lifecycle.Decision, n int32, cur *v1alpha1.RunAttemptSpec) v1alpha1.RunAttemptSpec {
-	return lifecycle.AttemptSpec(lifecycle.AttemptSpecInput{
+	in := lifecycle.AttemptSpecInput{
 		Run: run, Decision: d, Attempt: n, PodName: runpod.Name(run.Name, n), Current: cur,
-		Session: g.session, Policy: g.policy, PolicyReady: g.policy != nil && policyNotReady(g.policy) == "",
-		Previous: g.attempts[n-1],
-	})
+		Session: g.session, Policy: g.policy, Previous: g.attempts[n-1],
+	}
+	if cur == nil && g.policy != nil {
+		in.PolicyReady = policyNotReady(g.policy) == ""
+		if in.PolicyReady {
+			in.Chain = policy.Resolve(g.policy.Spec.Interceptors)
+		}
+	}
+	return lifecycle.AttemptSpec(in)
 }
 
 // ensureAttempt creates RunAttempt <run>-<n> if it does not exist (its name is
@@ -686,14 +721,16 @@ func (r *ResearchRunReconciler) syncAttemptSpec(ctx context.Context, run *v1alph
 // ensurePod creates attempt n's pod once, for an attempt that records no pod
 // yet (one that does was created once: if it is gone, that is a failed
 // attempt, never a new pod). The pod name is deterministic, so AlreadyExists
-// means another pass created it; expectations cover the window in which the
+// means another pass created it — if this process holds the UID its create
+// returned (createdPods); a pod of that name it did not create is never the
+// attempt's (replaceForeignPod). Expectations cover the window in which the
 // cache has not yet shown a pod this process created.
 func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.ResearchRun, g *gathered, n int32) (*corev1.Pod, error) {
 	key := types.NamespacedName{Namespace: run.Namespace, Name: runpod.Name(run.Name, n)}
 	var pod *corev1.Pod
 	switch {
 	case g.current == n && g.podObj != nil:
-		pod = g.podObj
+		pod = g.podObj // observePod returns only the attempt's own pod
 	default:
 		sa := DefaultRunnerServiceAccount
 		if g.policy != nil && g.policy.Spec.RunnerServiceAccountName != "" {
@@ -719,6 +756,17 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.Res
 			if err := r.APIReader.Get(ctx, key, built); err != nil {
 				return nil, err
 			}
+			if !r.created.made(client.ObjectKeyFromObject(run), n, built.UID) {
+				r.podExpectations.observed(key)
+				return nil, r.replaceForeignPod(ctx, run, built, n)
+			}
+		} else {
+			r.created.remember(client.ObjectKeyFromObject(run), n, built.UID)
+			if r.egress != nil {
+				if err := r.egress.reportExtra(ctx, run, built); err != nil {
+					logf.FromContext(ctx).Error(err, "Cannot check the NetworkPolicies that select the attempt's pod", "pod", klog.KObj(built))
+				}
+			}
 		}
 		pod = built
 	}
@@ -726,6 +774,33 @@ func (r *ResearchRunReconciler) ensurePod(ctx context.Context, run *v1alpha1.Res
 		return nil, fmt.Errorf("pod %s exists and does not belong to run %s", key, run.Name)
 	}
 	return pod, nil
+}
+
+// replaceForeignPod deals with a pod that has attempt n's name but that this
+// process did not create: a pod someone pre-created with the run as its
+// controller (to be served as the attempt, with its grant and the policy's
+// models and tools), or one an earlier operator process created but whose
+// RunAttempt never recorded it. Either way nobody can tell it from a
+// foreign one, and it never becomes the attempt's pod: one the run controls
+// is deleted (UID precondition) and the attempt's pod is created once it is
+// gone (its deletion requeues the run); one the run does not control is
+// not the operator's to delete, and the attempt waits until it is removed.
+// It returns the error that ends this pass.
+func (r *ResearchRunReconciler) replaceForeignPod(ctx context.Context, run *v1alpha1.ResearchRun, pod *corev1.Pod, n int32) error {
+	if !metav1.IsControlledBy(pod, run) {
+		r.Recorder.Eventf(run, pod, corev1.EventTypeWarning, v1alpha1.EventReasonForeignPodInTheWay, v1alpha1.EventActionCreatePod,
+			"Pod %s has the name of attempt %d's pod but is not controlled by this run; the attempt starts once it is removed", pod.Name, n)
+		return fmt.Errorf("pod %s exists and does not belong to run %s", klog.KObj(pod), run.Name)
+	}
+	if pod.DeletionTimestamp == nil {
+		if err := r.deletePod(ctx, pod); err != nil {
+			return fmt.Errorf("deleting pod %s, which the operator did not create: %w", klog.KObj(pod), err)
+		}
+		r.Recorder.Eventf(run, pod, corev1.EventTypeWarning, v1alpha1.EventReasonForeignPodReplaced, v1alpha1.EventActionCreatePod,
+			"Pod %s (uid %s) has the name of attempt %d's pod and names this run as its controller, but the operator did not create it; "+
+				"it is deleted, never served as the attempt, and the attempt's pod is created once it is gone", pod.Name, pod.UID, n)
+	}
+	return fmt.Errorf("pod %s was not created by the operator; waiting for it to be gone before creating attempt %d's pod", klog.KObj(pod), n)
 }
 
 func (r *ResearchRunReconciler) deletePod(ctx context.Context, pod *corev1.Pod) error {
@@ -776,6 +851,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	r.facts = newFactClock(r.Clock)
 	registerPhaseCollector(mgr.GetCache(), mgr.Elected())
 	r.podExpectations = newExpectations(r.Clock, time.Minute)
+	r.created = newCreatedPods()
 	r.admissions = newAdmissions()
 	if interval := r.ProgressWriteInterval; interval >= 0 {
 		if interval == 0 {
@@ -791,6 +867,13 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	r.runners = &runners{caConfigMap: r.Gateway.CAConfigMap, ca: r.GatewayCA, caFile: r.GatewayCAFile, caRead: time.Now(),
 		egress: r.AttemptEgress, ready: map[string]bool{}}
+	if r.AttemptEgress != nil {
+		r.egress = &egressKeeper{Client: mgr.GetClient(), runners: r.runners, recorder: r.Recorder,
+			reported: map[types.NamespacedName]string{}}
+		if err := setupEgressKeeper(mgr, r.egress); err != nil {
+			return err
+		}
+	}
 
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&v1alpha1.ResearchRun{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, predicate.LabelChangedPredicate{}, predicate.AnnotationChangedPredicate{}))).

@@ -21,6 +21,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -29,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -41,12 +43,15 @@ const DefaultGatewayURL = "https://agentrun-gateway.agentrun-system.svc:8443"
 
 // +kubebuilder:rbac:groups=core,resources=serviceaccounts,verbs=get;create
 // +kubebuilder:rbac:groups=core,resources=configmaps,verbs=get;create;update
-// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;create;update
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies,verbs=get;list;watch;create;update
 
 // runners makes sure a namespace with attempts has what attempt pods need:
 // the runner service account (an identity for the pod's gateway token; it is
 // bound to no role: attempt pods hold no API-server token and need no RBAC)
-// and the gateway's CA bundle, once per namespace and account per process.
+// and the gateway's CA bundle, once per namespace and account per process;
+// and the attempt egress NetworkPolicy before every attempt's pod, read live:
+// it lives in the tenant's namespace, where anyone with the built-in edit
+// role may delete or widen it.
 type runners struct {
 	caConfigMap string
 	ca          []byte
@@ -62,6 +67,11 @@ type runners struct {
 }
 
 func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Reader, namespace, sa string) error {
+	if r.egress != nil {
+		if err := r.ensureEgress(ctx, c, reader, namespace); err != nil {
+			return fmt.Errorf("keeping NetworkPolicy %s in %s: %w", r.egress.Name, namespace, err)
+		}
+	}
 	key := namespace + "/" + sa
 	r.mu.Lock()
 	r.rereadCALocked()
@@ -70,7 +80,7 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 	if done {
 		return nil
 	}
-	labels := map[string]string{"app.kubernetes.io/managed-by": "agentrun"}
+	labels := runnerLabels()
 	account := &corev1.ServiceAccount{
 		ObjectMeta:                   metav1.ObjectMeta{Namespace: namespace, Name: sa, Labels: labels},
 		AutomountServiceAccountToken: new(false),
@@ -85,11 +95,6 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 	if r.caConfigMap != "" && len(r.ca) > 0 {
 		if err := r.ensureCA(ctx, c, reader, namespace, labels); err != nil {
 			return fmt.Errorf("keeping the gateway CA in %s: %w", namespace, err)
-		}
-	}
-	if r.egress != nil {
-		if err := r.ensureEgress(ctx, c, reader, namespace, labels); err != nil {
-			return fmt.Errorf("keeping NetworkPolicy %s in %s: %w", r.egress.Name, namespace, err)
 		}
 	}
 	r.mu.Lock()
@@ -171,10 +176,16 @@ func AttemptEgressPolicy(gatewayNamespace string) *networkingv1.NetworkPolicy {
 	}
 }
 
-// ensureEgress keeps the attempt egress NetworkPolicy in the namespace.
-func (r *runners) ensureEgress(ctx context.Context, c client.Client, reader client.Reader, namespace string, labels map[string]string) error {
+// runnerLabels are the labels of what runners keeps in a namespace.
+func runnerLabels() map[string]string {
+	return map[string]string{runpod.LabelManagedBy: runpod.ManagedBy}
+}
+
+// ensureEgress keeps the attempt egress NetworkPolicy in the namespace:
+// created when missing (deleted by a tenant), its spec restored when changed.
+func (r *runners) ensureEgress(ctx context.Context, c client.Client, reader client.Reader, namespace string) error {
 	want := r.egress.DeepCopy()
-	want.Namespace, want.Labels = namespace, labels
+	want.Namespace, want.Labels = namespace, runnerLabels()
 	cur := &networkingv1.NetworkPolicy{}
 	err := reader.Get(ctx, client.ObjectKeyFromObject(want), cur)
 	switch {
@@ -190,4 +201,33 @@ func (r *runners) ensureEgress(ctx context.Context, c client.Client, reader clie
 	}
 	cur.Spec = want.Spec
 	return c.Update(ctx, cur)
+}
+
+// ExtraEgressPolicies names the NetworkPolicies among policies, other than
+// the one called ours, that select a pod labelled podLabels and allow it
+// egress: NetworkPolicies add up, so each widens what the attempt egress
+// policy leaves the pod. A policy that selects the pod with no egress rule
+// only denies, and is not named.
+func ExtraEgressPolicies(policies []networkingv1.NetworkPolicy, podLabels map[string]string, ours string) []string {
+	var out []string
+	for i := range policies {
+		np := &policies[i]
+		if np.Name == ours || len(np.Spec.Egress) == 0 {
+			continue
+		}
+		egress := len(np.Spec.PolicyTypes) == 0 // the API server defaults it; Egress is implied by egress rules
+		for _, t := range np.Spec.PolicyTypes {
+			egress = egress || t == networkingv1.PolicyTypeEgress
+		}
+		if !egress {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(&np.Spec.PodSelector)
+		if err != nil || !sel.Matches(labels.Set(podLabels)) {
+			continue
+		}
+		out = append(out, np.Name)
+	}
+	slices.Sort(out)
+	return out
 }

@@ -109,10 +109,13 @@ func setAbnormal(conds *[]metav1.Condition, c metav1.Condition) {
 	meta.SetStatusCondition(conds, c)
 }
 
-// SetupWithManager sets up the controller with the Manager.
+// SetupWithManager sets up the controller with the Manager. A spec change
+// and a status someone else changed (status.resolvedChain no longer the
+// spec's resolution) start a pass: the status is a report, put back when
+// tampered with; the operator's own writes pass as unchanged.
 func (r *RuntimePolicyReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
-		For(&v1alpha1.RuntimePolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		For(&v1alpha1.RuntimePolicy{}, builder.WithPredicates(predicate.Or(predicate.GenerationChangedPredicate{}, chainTampered))).
 		Named("runtimepolicy").
 		Complete(r)
 }

@@ -116,6 +116,8 @@ var _ = BeforeSuite(func() {
 		// Progress-only status writes are paced as in production, at 1s
 		// instead of 5s so the stories wait less for a reported step.
 		ProgressWriteInterval: time.Second,
+		// As --attempt-network-policy (the default) installs it.
+		AttemptEgress: AttemptEgressPolicy("agentrun-system"),
 	}).SetupWithManager(mgr)).To(Succeed())
 
 	go func() {

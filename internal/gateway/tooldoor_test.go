@@ -412,6 +412,25 @@ func TestToolDoorRefusesAPolicyChainItCannotRun(t *testing.T) {
 	g.Expect(u2.count("search")).To(Equal(1))
 }
 
+// A snapshot whose Security interceptor fails open (a RuntimePolicy status
+// patched to onError: Allow) is never run: the gateway refuses the calls,
+// naming the entry, and dispatches nothing.
+func TestToolDoorRefusesASecurityInterceptorThatFailsOpen(t *testing.T) {
+	g := NewWithT(t)
+	e, u := doorEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.ResolvedChain = []v1alpha1.ResolvedInterceptor{
+			{Name: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, Priority: 10, OnError: v1alpha1.PostureAllow, Veto: true},
+		}
+	})
+	cs := connectDoor(t, e, gatewaytest.Token)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeTrue())
+	g.Expect(resultText(res)).To(And(ContainSubstring("cannot run"), ContainSubstring(`auth (Pre, onError: "Allow")`),
+		ContainSubstring("must have onError: Deny")))
+	g.Expect(u.count("search")).To(BeZero())
+}
+
 // A call in flight when the gateway process dies has an unknown outcome:
 // its successor marks the record Unknown and never dispatches it again.
 func TestToolDoorRestartLeavesInFlightCallsUnknown(t *testing.T) {

@@ -37,6 +37,10 @@ type AttemptSpecInput struct {
 	Session     *v1alpha1.Session
 	Policy      *v1alpha1.RuntimePolicy
 	PolicyReady bool
+	// Chain is the policy's interceptor chain resolved from its validated
+	// spec (policy.Resolve), which a new snapshot carries: never the
+	// policy's status.resolvedChain, which is a report, not the authority.
+	Chain []v1alpha1.ResolvedInterceptor
 	// Previous is the attempt before this one, if any.
 	Previous *v1alpha1.RunAttempt
 }
@@ -78,7 +82,7 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 		p := in.Policy
 		spec.Policy = v1alpha1.PolicySnapshot{
 			Name:               p.Name,
-			ResolvedChain:      p.Status.ResolvedChain,
+			ResolvedChain:      in.Chain,
 			Tools:              p.Spec.Tools,
 			AutoApprove:        p.Spec.AutoApprove,
 			Models:             p.Spec.Models,

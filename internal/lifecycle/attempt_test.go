@@ -20,6 +20,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -100,5 +102,19 @@ func TestAttemptSpecCopiesEventRetention(t *testing.T) {
 	}
 	if ev.MaxAge == age || ev.MaxBytes == &size {
 		t.Error("the snapshot shares the policy's pointers")
+	}
+}
+
+// A new snapshot carries the chain the reconciler resolved from the policy's
+// validated spec (Input.Chain), never the policy's status.resolvedChain.
+func TestAttemptSpecSnapshotsTheChainGivenNotTheStatus(t *testing.T) {
+	fromSpec := []v1alpha1.ResolvedInterceptor{{Name: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, OnError: v1alpha1.PostureDeny, Veto: true}}
+	policy := &v1alpha1.RuntimePolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Status: v1alpha1.RuntimePolicyStatus{
+		ResolvedChain: []v1alpha1.ResolvedInterceptor{{Name: "auth", Class: v1alpha1.ClassSecurity, Phase: v1alpha1.InterceptorPre, OnError: v1alpha1.PostureAllow}},
+	}}
+	got := AttemptSpec(AttemptSpecInput{Run: &v1alpha1.ResearchRun{ObjectMeta: metav1.ObjectMeta{Name: "r"}},
+		Policy: policy, PolicyReady: true, Chain: fromSpec, Attempt: 1})
+	if diff := cmp.Diff(fromSpec, got.Policy.ResolvedChain); diff != "" {
+		t.Errorf("snapshot chain (-from spec +got):\n%s", diff)
 	}
 }

@@ -137,6 +137,12 @@ func Veto(reason string) error { return &VetoError{Reason: reason} }
 // an interceptor the Registry does not implement.
 var ErrNotImplemented = errors.New("interceptor not implemented by this gateway")
 
+// ErrSecurityFailsOpen is wrapped by New's error when the resolved chain
+// has a Security-class entry whose onError is not Deny. The RuntimePolicy
+// webhook and the operator refuse such a policy; a snapshot that says so
+// anyway (a tampered status, an old object) is refused here too.
+var ErrSecurityFailsOpen = errors.New("a Security-class interceptor does not fail closed")
+
 // Refusal is the chain's answer when it will not give the caller a result.
 type Refusal struct {
 	// Interceptor is the name of the interceptor that refused.
@@ -249,7 +255,9 @@ func WithObserver(fn func(Observation)) Option { return func(o *options) { o.obs
 // New pairs the resolved chain (in the order given: it is never sorted
 // again) with the registry's implementations. It fails naming every entry
 // the registry does not implement for its phase; the gateway refuses the
-// calls of such a policy with that error. m may be nil (metrics are then
+// calls of such a policy with that error. It fails too, before anything
+// else, naming every Security-class entry whose onError is not Deny
+// (ErrSecurityFailsOpen), whatever the snapshot says. m may be nil (metrics are then
 // kept but not exported).
 func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts ...Option) (*Chain, error) {
 	o := options{bufferLimit: 1000, resendInterval: time.Second, resendTimeout: 5 * time.Second, log: logr.Discard()}
@@ -266,11 +274,14 @@ func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts
 	c.added[0] = m.added.WithLabelValues(string(KindTool))
 	c.added[1] = m.added.WithLabelValues(string(KindModel))
 
-	var missing []string
+	var missing, open []string
 	var pre, post []link
 	for _, e := range resolved {
 		impl, ok := reg[e.Name]
 		switch {
+		case e.Class == v1alpha1.ClassSecurity && e.OnError != v1alpha1.PostureDeny:
+			open = append(open, fmt.Sprintf("%s (%s, onError: %q)", e.Name, e.Phase, e.OnError))
+			continue
 		case !ok:
 			missing = append(missing, fmt.Sprintf("%s (%s, %s)", e.Name, e.Phase, e.Class))
 			continue
@@ -290,6 +301,11 @@ func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts
 		} else {
 			pre = append(pre, l)
 		}
+	}
+	if len(open) > 0 {
+		return nil, fmt.Errorf("%w: %s (a Security-class interceptor must have onError: Deny; "+
+			"this gateway never runs one that fails open, so calls are refused, fail closed)",
+			ErrSecurityFailsOpen, strings.Join(open, ", "))
 	}
 	if len(missing) > 0 {
 		return nil, fmt.Errorf("%w: %s (the resolved chain runs only when every entry is implemented; "+

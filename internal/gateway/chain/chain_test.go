@@ -92,9 +92,11 @@ func TestPosture(t *testing.T) {
 			phase: v1alpha1.InterceptorPre, class: v1alpha1.ClassObservability, onError: v1alpha1.PostureAllow, hook: boom,
 			wantDispatch: true, wantOutcome: chain.OutcomePanic,
 		},
+		// (A Security entry without a posture never runs at all: New refuses
+		// it, TestNewRefusesASecurityEntryThatFailsOpen.)
 		"no posture at all fails closed": {
-			phase: v1alpha1.InterceptorPre, class: v1alpha1.ClassSecurity, onError: "", hook: fail,
-			wantRefusal: "interceptor x (Security, fail closed) failed", wantOutcome: chain.OutcomeError,
+			phase: v1alpha1.InterceptorPre, class: v1alpha1.ClassResource, onError: "", hook: fail,
+			wantRefusal: "interceptor x (Resource, fail closed) failed", wantOutcome: chain.OutcomeError,
 		},
 		"Around fail closed refuses before dispatch": {
 			phase: v1alpha1.InterceptorAround, class: v1alpha1.ClassResource, onError: v1alpha1.PostureDeny, hook: fail,
@@ -342,6 +344,31 @@ func TestNewNamesMissingImplementations(t *testing.T) {
 
 	_, err = chain.New(sampleChain(), chain.Builtins(chain.BuiltinOptions{}), nil)
 	g.Expect(err).NotTo(HaveOccurred(), "the builtins implement the sample policy's chain")
+}
+
+// New refuses a chain with a Security-class entry that fails open, even one
+// the registry implements: a snapshot saying onError: Allow for a Security
+// check (a tampered RuntimePolicy status) never runs.
+func TestNewRefusesASecurityEntryThatFailsOpen(t *testing.T) {
+	g := NewWithT(t)
+	impl := func(context.Context, *chain.Call) error { return nil }
+	postImpl := func(context.Context, *chain.Call, *chain.Outcome) error { return nil }
+	reg := chain.Registry{"auth": {Pre: impl}, "dlp": {Pre: impl}, "audit": {Post: postImpl}}
+	resolved := []v1alpha1.ResolvedInterceptor{
+		pre("auth", v1alpha1.ClassSecurity, v1alpha1.PostureAllow, true),
+		pre("dlp", v1alpha1.ClassSecurity, "", true),
+		post("audit", v1alpha1.ClassObservability, v1alpha1.PostureAllow, true),
+	}
+	c, err := chain.New(resolved, reg, nil)
+	g.Expect(c).To(BeNil())
+	g.Expect(err).To(MatchError(chain.ErrSecurityFailsOpen))
+	g.Expect(err.Error()).To(And(ContainSubstring(`auth (Pre, onError: "Allow")`), ContainSubstring(`dlp (Pre, onError: "")`),
+		ContainSubstring("must have onError: Deny"), ContainSubstring("fail closed")))
+	g.Expect(err.Error()).NotTo(ContainSubstring("audit"), "a fail-open Observability entry is allowed")
+
+	resolved[0].OnError, resolved[1].OnError = v1alpha1.PostureDeny, v1alpha1.PostureDeny
+	_, err = chain.New(resolved, reg, nil)
+	g.Expect(err).NotTo(HaveOccurred(), "the same chain failing closed runs")
 }
 
 // An empty (or nil) chain dispatches directly and allocates nothing.

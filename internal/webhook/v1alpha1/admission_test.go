@@ -552,6 +552,17 @@ var _ = Describe("Authority over state", func() {
 				s.Status.ActiveRun = "forged"
 				return c.Status().Update(ctx, s)
 			},
+			"RuntimePolicy status": func(c client.Client) error {
+				// A dry run decides exactly as the write would, and keeps the status.
+				p := &v1.RuntimePolicy{}
+				if err := admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "p"}, p); err != nil {
+					return err
+				}
+				for i := range p.Status.ResolvedChain {
+					p.Status.ResolvedChain[i].OnError = v1.PostureAllow
+				}
+				return c.Status().Update(ctx, p, client.DryRunAll)
+			},
 			"RunAttempt delete": func(c client.Client) error {
 				// A dry run decides exactly as a delete would, and keeps the attempt.
 				ra := &v1.RunAttempt{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "mine-1"}}
@@ -574,7 +585,7 @@ var _ = Describe("Authority over state", func() {
 			return c.Create(ctx, cm, client.DryRunAll)
 		}
 		allowed := map[string]map[string]bool{
-			"operator": {"RunAttempt status": true, "RunAttempt spec": true, "ResearchRun status": true, "RunAttempt delete": true,
+			"operator": {"RunAttempt status": true, "RunAttempt spec": true, "ResearchRun status": true, "RunAttempt delete": true, "RuntimePolicy status": true,
 				"Session status": true, "report ConfigMap": true, "other ConfigMap": true, "another run's report name": true},
 			"gateway":       {"RunAttempt status": true, "report ConfigMap": true},
 			"ordinary user": {"report ConfigMap": true, "other ConfigMap": true, "another run's report name": true},
@@ -596,6 +607,32 @@ var _ = Describe("Authority over state", func() {
 				}
 			}
 		}
+	})
+})
+
+var _ = Describe("RuntimePolicy status authority", func() {
+	It("refuses a status patch that turns a Security interceptor fail-open, from anyone but the operator", func() {
+		ns := setup()
+		p := &v1.RuntimePolicy{}
+		Eventually(func(g Gomega) {
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: ns, Name: "p"}, p)).To(Succeed())
+			g.Expect(p.Status.ResolvedChain).To(ContainElement(HaveField("Name", "redact")))
+		}, timeout, interval).Should(Succeed())
+		forged := p.DeepCopy()
+		for i := range forged.Status.ResolvedChain {
+			if forged.Status.ResolvedChain[i].Class == v1.ClassSecurity {
+				forged.Status.ResolvedChain[i].OnError = v1.PostureAllow
+			}
+		}
+		// A user whom RBAC allows everything (system:masters) is refused by
+		// the admission policy, naming the rule.
+		err := as("alice", "system:masters").Status().Patch(ctx, forged, client.MergeFrom(p))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		rejected(err, "runtimepolicy-status-authority",
+			"RuntimePolicy status (the resolved interceptor chain, Valid) is written only by the agentrun operator; alice may not write it")
+		got := &v1.RuntimePolicy{}
+		Expect(admin.Get(ctx, client.ObjectKeyFromObject(p), got)).To(Succeed())
+		Expect(got.Status.ResolvedChain).To(Equal(p.Status.ResolvedChain), "the refused patch changed nothing")
 	})
 })
 
