@@ -80,7 +80,10 @@ func BenchmarkRunSampleParallel(b *testing.B) {
 // slowWriter takes 300 ms per Write: source 003's slow audit disk.
 type slowWriter struct{}
 
-func (slowWriter) Write(p []byte) (int, error) { time.Sleep(300 * time.Millisecond); return len(p), nil }
+func (slowWriter) Write(p []byte) (int, error) {
+	time.Sleep(300 * time.Millisecond)
+	return len(p), nil
+}
 
 // BenchmarkAuditSlowSink: 10 runs call concurrently through audit (buffered,
 // fail open) whose sink takes 300 ms per line. It reports the p99 of each
