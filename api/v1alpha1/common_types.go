@@ -212,6 +212,32 @@ const (
 	InterceptorPost InterceptorPhase = "Post"
 )
 
+// InterceptorEnforcement says who runs an interceptor.
+// +kubebuilder:validation:Enum=Gateway;Agent
+type InterceptorEnforcement string
+
+const (
+	// EnforcementGateway: agentrun-gateway runs the interceptor around every
+	// call of every agent, whatever its language. Admission refuses a name the
+	// gateway does not implement.
+	EnforcementGateway InterceptorEnforcement = "Gateway"
+	// EnforcementAgent: only an agent that registers an implementation itself
+	// (an SDK hook) runs the interceptor; the gateway skips it, and it binds
+	// no agent that does not. Never allowed for Security-class interceptors.
+	EnforcementAgent InterceptorEnforcement = "Agent"
+)
+
+// DefaultInterceptorTimeout bounds one interceptor hook when its entry sets
+// no timeout.
+const DefaultInterceptorTimeout = 2 * time.Second
+
+// MinInterceptorTimeout and MaxInterceptorTimeout bound an interceptor
+// entry's timeout.
+const (
+	MinInterceptorTimeout = time.Millisecond
+	MaxInterceptorTimeout = time.Minute
+)
+
 // Posture is what happens when an interceptor itself errors.
 // +kubebuilder:validation:Enum=Deny;Allow
 type Posture string
@@ -497,6 +523,14 @@ type ResolvedInterceptor struct {
 	// output, so an error loses nothing.
 	// +optional
 	Buffered bool `json:"buffered,omitempty"`
+	// enforcement says who runs the interceptor: Gateway (empty means
+	// Gateway) or Agent (the gateway skips it).
+	// +optional
+	Enforcement InterceptorEnforcement `json:"enforcement,omitempty"`
+	// timeout bounds one call of the interceptor's hook (empty:
+	// DefaultInterceptorTimeout).
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 	// registrationIndex is the interceptor's position in spec.interceptors; it
 	// only breaks ties of equal phase and priority.
 	// +required

@@ -103,6 +103,20 @@ type Interceptor struct {
 	// and resends it, so an error loses nothing (audit).
 	// +optional
 	Buffered bool `json:"buffered,omitempty"`
+	// enforcement says who runs the interceptor. Gateway (the default):
+	// agentrun-gateway runs it around every call of every agent, and admission
+	// refuses a name the gateway does not implement. Agent: only agents that
+	// register an implementation themselves run it; the gateway skips it, and
+	// runs under the policy say so (kubectl agentrun why). Security-class
+	// interceptors must be enforced by the Gateway.
+	// +kubebuilder:default=Gateway
+	// +optional
+	Enforcement InterceptorEnforcement `json:"enforcement,omitempty"`
+	// timeout bounds one call of the interceptor's hook (a Go duration, 1ms to
+	// 1m; default 2s). A hook past it is that interceptor's failure, handled by
+	// its onError.
+	// +optional
+	Timeout *metav1.Duration `json:"timeout,omitempty"`
 }
 
 // QueuePolicy bounds a session's queue.

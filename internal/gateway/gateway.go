@@ -256,7 +256,7 @@ func New(opts Options) (*Gateway, error) {
 	g.interceptors = chain.Builtins(chain.BuiltinOptions{
 		Authenticator: chain.AuthenticatorFunc(g.interceptorIdentity),
 		RateLimit:     opts.RateLimit, Burst: opts.RateBurst, Audit: opts.AuditLog,
-		Now: opts.Clock.Now,
+		Now: opts.Clock.Now, Log: opts.Log,
 	})
 	maps.Copy(g.interceptors, opts.Interceptors)
 	g.chainMetrics = chain.NewMetrics(opts.Registry)
@@ -299,6 +299,10 @@ func (g *Gateway) Shutdown(ctx context.Context) error {
 	g.cancel()
 	g.wg.Wait()
 	g.tools.close()
+	// What audit queued is written before the gateway stops (bounded by ctx).
+	if err := g.interceptors.Drain(ctx); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

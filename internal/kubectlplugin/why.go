@@ -546,9 +546,24 @@ func (x *explainer) attempt() {
 	if len(a.Status.AwaitingApproval) > 0 {
 		t.row("Awaiting:", strings.Join(v1alpha1.ActionIDs(a.Status.AwaitingApproval), ", ")+" (see Pending approvals)")
 	}
+	if names := agentEnforced(a.Spec.Policy.ResolvedChain); len(names) > 0 {
+		t.row("Agent-only interceptors:", strings.Join(names, ", ")+
+			" (enforcement: Agent: the gateway does not run them; they bind this run only if its agent runs them itself)")
+	}
 	t.flush()
 	x.faults(a)
 	x.inFlight(a)
+}
+
+// agentEnforced names the chain's interceptors marked enforcement: Agent.
+func agentEnforced(resolved []v1alpha1.ResolvedInterceptor) []string {
+	var names []string
+	for _, e := range resolved {
+		if e.Enforcement == v1alpha1.EnforcementAgent {
+			names = append(names, e.Name)
+		}
+	}
+	return names
 }
 
 func grantText(g v1alpha1.Grant) string {

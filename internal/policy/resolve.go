@@ -44,6 +44,8 @@ func Resolve(interceptors []v1alpha1.Interceptor) []v1alpha1.ResolvedInterceptor
 			Veto:              ic.Veto != nil && *ic.Veto,
 			Role:              ic.Role,
 			Buffered:          ic.Buffered,
+			Enforcement:       ic.Enforcement,
+			Timeout:           ic.Timeout,
 			RegistrationIndex: int32(i),
 		}
 	}

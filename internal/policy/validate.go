@@ -18,6 +18,7 @@ package policy
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -50,6 +51,16 @@ const (
 	// RuleRoleSecurityClass: Authentication and Redaction interceptors are
 	// Security class (and so must fail closed).
 	RuleRoleSecurityClass Rule = "roleSecurityClass"
+	// RuleSecurityGatewayEnforced: a Security-class interceptor is enforced by
+	// the Gateway: one inside the agent's process is bypassed once and so
+	// bypassed entirely.
+	RuleSecurityGatewayEnforced Rule = "securityGatewayEnforced"
+	// RuleInterceptorTimeout: an interceptor's timeout is within
+	// [v1alpha1.MinInterceptorTimeout, v1alpha1.MaxInterceptorTimeout].
+	RuleInterceptorTimeout Rule = "interceptorTimeout"
+	// RuleGatewayImplements: a Gateway-enforced interceptor names one the
+	// gateway implements, in a phase it implements (ValidateImplemented).
+	RuleGatewayImplements Rule = "gatewayImplements"
 	// RuleKnownReference: requires, before and after name interceptors of the chain.
 	RuleKnownReference Rule = "knownReference"
 	// RuleSelfReference: an interceptor does not name itself in requires, before or after.
@@ -200,9 +211,10 @@ var (
 	postures = []v1alpha1.Posture{v1alpha1.PostureDeny, v1alpha1.PostureAllow}
 	roles    = []v1alpha1.InterceptorRole{v1alpha1.RoleAuthentication, v1alpha1.RoleIdentityConsumer,
 		v1alpha1.RoleRedaction, v1alpha1.RoleAudit, v1alpha1.RoleLogging, v1alpha1.RoleCustom}
-	risks   = []v1alpha1.Risk{v1alpha1.RiskLow, v1alpha1.RiskMedium, v1alpha1.RiskHigh}
-	effects = []v1alpha1.Effect{v1alpha1.EffectNone, v1alpha1.EffectWrite, v1alpha1.EffectExternal}
-	modes   = []v1alpha1.PermissionMode{v1alpha1.ModeReadOnly, v1alpha1.ModePlan, v1alpha1.ModeEdit,
+	risks        = []v1alpha1.Risk{v1alpha1.RiskLow, v1alpha1.RiskMedium, v1alpha1.RiskHigh}
+	effects      = []v1alpha1.Effect{v1alpha1.EffectNone, v1alpha1.EffectWrite, v1alpha1.EffectExternal}
+	enforcements = []v1alpha1.InterceptorEnforcement{v1alpha1.EnforcementGateway, v1alpha1.EnforcementAgent}
+	modes        = []v1alpha1.PermissionMode{v1alpha1.ModeReadOnly, v1alpha1.ModePlan, v1alpha1.ModeEdit,
 		v1alpha1.ModeAuto, v1alpha1.ModeFull}
 )
 
@@ -254,6 +266,22 @@ func validateInterceptor(ic *v1alpha1.Interceptor, p *field.Path) field.ErrorLis
 				"interceptor %q: %s; %s", name, rule, why)).
 				WithOrigin(RuleAuthenticationPreVeto))
 		}
+	}
+	if ic.Enforcement != "" && !slices.Contains(enforcements, ic.Enforcement) {
+		errs = append(errs, notSupported(p.Child("enforcement"), ic.Enforcement, name, enforcements))
+	}
+	if ic.Class == v1alpha1.ClassSecurity && ic.Enforcement == v1alpha1.EnforcementAgent {
+		errs = append(errs, field.Invalid(p.Child("enforcement"), ic.Enforcement, fmt.Sprintf(
+			"interceptor %q: Security-class interceptors must be enforced by the Gateway; "+
+				"a check inside the agent's process binds only agents that choose to run it", name)).
+			WithOrigin(RuleSecurityGatewayEnforced))
+	}
+	if ic.Timeout != nil && (ic.Timeout.Duration < v1alpha1.MinInterceptorTimeout ||
+		ic.Timeout.Duration > v1alpha1.MaxInterceptorTimeout) {
+		errs = append(errs, field.Invalid(p.Child("timeout"), ic.Timeout.Duration.String(), fmt.Sprintf(
+			"interceptor %q: timeout must be between %s and %s (omit it for the default, %s)", name,
+			v1alpha1.MinInterceptorTimeout, v1alpha1.MaxInterceptorTimeout, v1alpha1.DefaultInterceptorTimeout)).
+			WithOrigin(RuleInterceptorTimeout))
 	}
 	securityRole := ic.Role == v1alpha1.RoleAuthentication || ic.Role == v1alpha1.RoleRedaction
 	if securityRole && ic.Class != v1alpha1.ClassSecurity {
@@ -582,4 +610,50 @@ func notSupported[T ~string](p *field.Path, value T, name string, valid []T) *fi
 // (Duplicate, NotFound).
 func withDetail(t field.ErrorType, p *field.Path, value any, rule Rule, format string, args ...any) *field.Error {
 	return &field.Error{Type: t, Field: p.String(), BadValue: value, Detail: fmt.Sprintf(format, args...), Origin: rule}
+}
+
+// ValidateImplemented checks that every Gateway-enforced interceptor of spec
+// (enforcement Gateway or empty) is one implemented names, in a phase it
+// implements: implemented maps each interceptor the gateway has to its
+// phases (the gateway's registry, chain.BuiltinPhases). An entry the agent
+// enforces (enforcement Agent) is not checked: it binds only agents that run
+// it themselves. Each error names the interceptor and lists what exists.
+func ValidateImplemented(spec *v1alpha1.RuntimePolicySpec, implemented map[string][]v1alpha1.InterceptorPhase) field.ErrorList {
+	if spec == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	var have []string
+	for _, name := range slices.Sorted(maps.Keys(implemented)) {
+		have = append(have, fmt.Sprintf("%s (%s)", name, joinPhases(implemented[name])))
+	}
+	list := strings.Join(have, ", ")
+	p := field.NewPath("spec", "interceptors")
+	for i := range spec.Interceptors {
+		ic := &spec.Interceptors[i]
+		if ic.Enforcement == v1alpha1.EnforcementAgent {
+			continue
+		}
+		ps, ok := implemented[ic.Name]
+		switch {
+		case !ok:
+			errs = append(errs, field.Invalid(p.Index(i).Child("name"), ic.Name, fmt.Sprintf(
+				"interceptor %q: the gateway does not implement it, so it would bind no agent; "+
+					"the gateway implements %s; set enforcement: Agent if only agents that register it themselves run it",
+				ic.Name, list)).WithOrigin(RuleGatewayImplements))
+		case !slices.Contains(ps, ic.Phase):
+			errs = append(errs, field.Invalid(p.Index(i).Child("phase"), ic.Phase, fmt.Sprintf(
+				"interceptor %q: the gateway implements it only in phase %s; the gateway implements %s",
+				ic.Name, joinPhases(ps), list)).WithOrigin(RuleGatewayImplements))
+		}
+	}
+	return errs
+}
+
+func joinPhases(ps []v1alpha1.InterceptorPhase) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = string(p)
+	}
+	return strings.Join(s, " or ")
 }

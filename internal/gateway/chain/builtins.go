@@ -28,6 +28,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/go-logr/logr"
+
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
@@ -90,9 +92,19 @@ type BuiltinOptions struct {
 	// 10000): beyond it, buckets idle long enough to be full are forgotten
 	// (nothing is lost), then the least recently used one.
 	MaxIdentities int
-	// Audit receives audit's JSON lines (default os.Stdout). Writes are
-	// serialised: one Write per line.
+	// Audit receives audit's JSON lines (default os.Stdout), one Write per
+	// line, from audit's own writer goroutine: a call never waits for it.
 	Audit io.Writer
+	// AuditQueue bounds the lines waiting for the Audit writer (default
+	// 1024). A call that finds it full is audit's failure (ErrQueueFull),
+	// which its entry's posture handles.
+	AuditQueue int
+	// AuditRetry is how long the writer waits before writing a line again
+	// after Audit failed to take it (default 1s): a queued line is kept
+	// until Audit takes it.
+	AuditRetry time.Duration
+	// Log receives the audit writer's failures (default: discard).
+	Log logr.Logger
 	// Now is the clock of rate_limit and of audit lines for calls without a
 	// Time (default time.Now).
 	Now func() time.Time
@@ -116,12 +128,63 @@ func Builtins(opts BuiltinOptions) Registry {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
+	if opts.AuditQueue <= 0 {
+		opts.AuditQueue = DefaultAuditQueue
+	}
+	if opts.AuditRetry <= 0 {
+		opts.AuditRetry = time.Second
+	}
+	if opts.Log.GetSink() == nil {
+		opts.Log = logr.Discard()
+	}
 	return Registry{
 		NameAuth:      authImpl(opts.Authenticator),
 		NameRateLimit: newLimiter(opts.RateLimit, opts.Burst, opts.MaxIdentities, opts.Now).impl(),
 		NameRedact:    redactImpl(),
-		NameAudit:     (&auditor{w: opts.Audit, now: opts.Now}).impl(),
+		NameAudit: (&auditor{now: opts.Now,
+			sink: newSink(opts.Audit, opts.AuditQueue, opts.AuditRetry, opts.Log.WithValues("interceptor", NameAudit)),
+		}).impl(),
 	}
+}
+
+// DefaultAuditQueue is BuiltinOptions.AuditQueue's default.
+const DefaultAuditQueue = 1024
+
+// BuiltinPhases lists the gateway's built-in interceptors with the phases
+// each implements: the one list admission checks a RuntimePolicy's
+// Gateway-enforced entries against (policy.ValidateImplemented). It is read
+// from Builtins itself, so it cannot drift from what the gateway runs.
+func BuiltinPhases() map[string][]v1alpha1.InterceptorPhase {
+	return Builtins(BuiltinOptions{Audit: io.Discard}).Phases()
+}
+
+// Phases lists the registry's interceptors with the phases each implements
+// (Pre, Around, Post order).
+func (r Registry) Phases() map[string][]v1alpha1.InterceptorPhase {
+	out := make(map[string][]v1alpha1.InterceptorPhase, len(r))
+	for name, impl := range r {
+		for _, p := range []v1alpha1.InterceptorPhase{v1alpha1.InterceptorPre, v1alpha1.InterceptorAround, v1alpha1.InterceptorPost} {
+			if impl.has(p) {
+				out[name] = append(out[name], p)
+			}
+		}
+	}
+	return out
+}
+
+// Drain stops the writers of the registry's interceptors that queue their
+// output (audit) and waits until what they queued is written, or ctx ends.
+// A gateway drains its registry once, at shutdown, after its last call.
+func (r Registry) Drain(ctx context.Context) error {
+	var errs []error
+	for name, impl := range r {
+		if impl.Drain != nil {
+			if err := impl.Drain(ctx); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", name, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // authImpl re-checks the caller's token and sets call.Identity.
@@ -229,11 +292,10 @@ func (l *limiter) impl() Impl {
 	}}
 }
 
-// auditor writes one JSON line per call.
+// auditor queues one JSON line per call for its sink's writer.
 type auditor struct {
-	mu  sync.Mutex
-	w   io.Writer
-	now func() time.Time
+	sink *sink
+	now  func() time.Time
 }
 
 // AuditRecord is the schema of the JSON lines audit writes (one per call,
@@ -266,20 +328,12 @@ func (a *auditor) impl() Impl {
 			t = a.now()
 		}
 		bp := linePool.Get().(*[]byte)
-		defer linePool.Put(bp)
-		line := appendAuditRecord((*bp)[:0], t, call, out)
-		*bp = line
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		n, err := a.w.Write(line)
-		if err == nil && n < len(line) {
-			err = io.ErrShortWrite
-		}
-		if err != nil {
-			return fmt.Errorf("writing the audit record: %w", err)
+		*bp = appendAuditRecord((*bp)[:0], t, call, out)
+		if err := a.sink.enqueue(bp); err != nil {
+			return fmt.Errorf("queueing the audit record: %w", err)
 		}
 		return nil
-	}}
+	}, Drain: a.sink.drain}
 }
 
 var linePool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}

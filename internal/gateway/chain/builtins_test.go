@@ -78,9 +78,9 @@ func TestSampleChain(t *testing.T) {
 	g.Expect(callersArgs).To(HaveKeyWithValue("headers", HaveKeyWithValue("Authorization", "Bearer abc.def.ghi")),
 		"the caller's map is not changed")
 
-	recs := auditLines(g, w.String())
-	g.Expect(recs).To(HaveLen(1))
-	rec := recs[0]
+	g.Eventually(func(g Gomega) { g.Expect(auditLines(g, w.String())).To(HaveLen(1)) }).
+		WithTimeout(eventually).WithPolling(poll).Should(Succeed(), "audit's writer writes the line after the call")
+	rec := auditLines(g, w.String())[0]
 	g.Expect(rec.Identity).To(Equal("system:serviceaccount:team:runner/pod-a"))
 	g.Expect(rec.Arguments).To(HaveKeyWithValue("headers", HaveKeyWithValue("Authorization", chain.Redacted)))
 	g.Expect(rec).To(And(
@@ -92,14 +92,14 @@ func TestSampleChain(t *testing.T) {
 	g.Expect(w.String()).NotTo(ContainSubstring("tok-secret-value"), "the token is never audited")
 }
 
-// Audit fails open and buffers: a failing writer loses no line, the
-// resender delivers them once it works again.
-func TestBufferedAuditSurvivesAFailingWriter(t *testing.T) {
+// A buffered interceptor fails open and buffers: a failing writer loses no
+// line, the resender delivers them once it works again.
+func TestBufferedInterceptorSurvivesAFailingWriter(t *testing.T) {
 	g := NewWithT(t)
 	var w flakyWriter
 	w.failing.Store(true)
-	c, pr := newChain(t, sampleChain(), chain.Builtins(chain.BuiltinOptions{
-		Authenticator: chain.AuthenticatorFunc(okAuth), Audit: &w}))
+	c, pr := newChain(t, sampleChain(), withAudit(chain.Builtins(chain.BuiltinOptions{
+		Authenticator: chain.AuthenticatorFunc(okAuth)}), syncAudit(&w)))
 
 	for i := range 3 {
 		call := toolCall()
@@ -135,7 +135,7 @@ func TestBufferBoundAndClose(t *testing.T) {
 	var w flakyWriter
 	w.failing.Store(true)
 	resolved := []v1alpha1.ResolvedInterceptor{post(chain.NameAudit, v1alpha1.ClassObservability, v1alpha1.PostureAllow, true)}
-	c, pr := newChain(t, resolved, chain.Builtins(chain.BuiltinOptions{Audit: &w}), chain.WithBufferLimit(2))
+	c, pr := newChain(t, resolved, withAudit(chain.Builtins(chain.BuiltinOptions{}), syncAudit(&w)), chain.WithBufferLimit(2))
 	run := func(tool string) {
 		call := toolCall()
 		call.Tool = tool
@@ -176,7 +176,7 @@ func TestBufferedCopyIsDeep(t *testing.T) {
 	var w flakyWriter
 	w.failing.Store(true)
 	resolved := []v1alpha1.ResolvedInterceptor{post(chain.NameAudit, v1alpha1.ClassObservability, v1alpha1.PostureAllow, true)}
-	c, _ := newChain(t, resolved, chain.Builtins(chain.BuiltinOptions{Audit: &w}))
+	c, _ := newChain(t, resolved, withAudit(chain.Builtins(chain.BuiltinOptions{}), syncAudit(&w)))
 	nested := map[string]any{"path": "/a"}
 	call := toolCall()
 	call.Arguments = map[string]any{"file": nested}
@@ -304,8 +304,8 @@ func TestLogsCarryNoSecrets(t *testing.T) {
 	log := funcr.New(func(prefix, args string) { mu.Lock(); defer mu.Unlock(); logs.WriteString(args + "\n") }, funcr.Options{})
 	var w flakyWriter
 	w.failing.Store(true)
-	c, _ := newChain(t, sampleChain(), chain.Builtins(chain.BuiltinOptions{
-		Authenticator: chain.AuthenticatorFunc(okAuth), Audit: &w}), chain.WithLogger(log))
+	c, _ := newChain(t, sampleChain(), withAudit(chain.Builtins(chain.BuiltinOptions{
+		Authenticator: chain.AuthenticatorFunc(okAuth)}), syncAudit(&w)), chain.WithLogger(log))
 	call := toolCall()
 	call.Arguments = map[string]any{"note": "secret plans"}
 	_, ref := c.Run(context.Background(), call, dispatchResult("ok"))

@@ -102,6 +102,10 @@ type Impl struct {
 	// Post runs after dispatch with its outcome. An error is handled by the
 	// entry's posture; with Deny the result is withheld from the caller.
 	Post func(ctx context.Context, call *Call, outcome *Outcome) error
+	// Drain, if set, stops the interceptor's own writers (a queue it hands
+	// its output to) and waits until what it queued is written, or ctx ends
+	// (Registry.Drain).
+	Drain func(ctx context.Context) error
 }
 
 func (i Impl) has(phase v1alpha1.InterceptorPhase) bool {
@@ -188,6 +192,7 @@ type link struct {
 	failOpen bool // onError Allow; anything else fails closed
 	buffered bool // failOpen, Buffered, and not Around
 	canVeto  bool // Pre with veto rights
+	timeout  time.Duration
 	m        linkMetrics
 	box      *queue // resend buffer (buffered links only)
 	obs      func(Observation)
@@ -253,11 +258,13 @@ func WithLogger(l logr.Logger) Option { return func(o *options) { o.log = l } }
 func WithObserver(fn func(Observation)) Option { return func(o *options) { o.observer = fn } }
 
 // New pairs the resolved chain (in the order given: it is never sorted
-// again) with the registry's implementations. It fails naming every entry
-// the registry does not implement for its phase; the gateway refuses the
-// calls of such a policy with that error. It fails too, before anything
-// else, naming every Security-class entry whose onError is not Deny
-// (ErrSecurityFailsOpen), whatever the snapshot says. m may be nil (metrics are then
+// again) with the registry's implementations, leaving out the entries
+// enforced by the agent (enforcement Agent). It fails naming every other
+// entry the registry does not implement for its phase; the gateway refuses
+// the calls of such a policy with that error. It fails too, before anything
+// else, naming every Security-class entry that would not hold the call when
+// it fails — onError not Deny, or left to the agent (ErrSecurityFailsOpen) —
+// whatever the snapshot says. m may be nil (metrics are then
 // kept but not exported).
 func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts ...Option) (*Chain, error) {
 	o := options{bufferLimit: 1000, resendInterval: time.Second, resendTimeout: 5 * time.Second, log: logr.Discard()}
@@ -279,9 +286,15 @@ func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts
 	for _, e := range resolved {
 		impl, ok := reg[e.Name]
 		switch {
-		case e.Class == v1alpha1.ClassSecurity && e.OnError != v1alpha1.PostureDeny:
-			open = append(open, fmt.Sprintf("%s (%s, onError: %q)", e.Name, e.Phase, e.OnError))
+		case e.Class == v1alpha1.ClassSecurity && (e.OnError != v1alpha1.PostureDeny || e.Enforcement == v1alpha1.EnforcementAgent):
+			if e.Enforcement == v1alpha1.EnforcementAgent {
+				open = append(open, fmt.Sprintf("%s (%s, enforcement: %s)", e.Name, e.Phase, e.Enforcement))
+			} else {
+				open = append(open, fmt.Sprintf("%s (%s, onError: %q)", e.Name, e.Phase, e.OnError))
+			}
 			continue
+		case e.Enforcement == v1alpha1.EnforcementAgent:
+			continue // binds only agents that run it themselves
 		case !ok:
 			missing = append(missing, fmt.Sprintf("%s (%s, %s)", e.Name, e.Phase, e.Class))
 			continue
@@ -291,7 +304,8 @@ func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts
 			continue
 		}
 		l := link{spec: e, impl: impl, failOpen: e.OnError == v1alpha1.PostureAllow,
-			canVeto: e.Veto && e.Phase == v1alpha1.InterceptorPre, m: m.forLink(e.Name, e.Phase), obs: o.observer}
+			canVeto: e.Veto && e.Phase == v1alpha1.InterceptorPre, timeout: hookTimeout(e),
+			m: m.forLink(e.Name, e.Phase), obs: o.observer}
 		l.buffered = l.failOpen && e.Buffered && e.Phase != v1alpha1.InterceptorAround
 		if l.buffered {
 			l.box = &queue{limit: o.bufferLimit}
@@ -303,7 +317,7 @@ func New(resolved []v1alpha1.ResolvedInterceptor, reg Registry, m *Metrics, opts
 		}
 	}
 	if len(open) > 0 {
-		return nil, fmt.Errorf("%w: %s (a Security-class interceptor must have onError: Deny; "+
+		return nil, fmt.Errorf("%w: %s (a Security-class interceptor must have onError: Deny and be enforced by the gateway; "+
 			"this gateway never runs one that fails open, so calls are refused, fail closed)",
 			ErrSecurityFailsOpen, strings.Join(open, ", "))
 	}
@@ -426,25 +440,69 @@ func (r *releases) release() {
 	}
 }
 
-// pre1, around and post1 call one hook, timing and counting it; a panic is
-// returned as an error (errPanic).
+// hookTimeout is the entry's timeout, or v1alpha1.DefaultInterceptorTimeout.
+func hookTimeout(e v1alpha1.ResolvedInterceptor) time.Duration {
+	if e.Timeout != nil && e.Timeout.Duration > 0 {
+		return e.Timeout.Duration
+	}
+	return v1alpha1.DefaultInterceptorTimeout
+}
+
+// pre1, around and post1 call one hook under the entry's timeout, timing
+// and counting it; a panic is returned as an error (errPanic), and an error
+// once the timeout passed says so.
 func (c *Chain) pre1(ctx context.Context, l *link, call *Call) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
 	defer l.observe(time.Now(), call.Kind, &err)
+	defer l.timedOut(ctx, &err)
 	defer recoverHook(&err)
 	return l.impl.Pre(ctx, call)
 }
 
 func (c *Chain) around(ctx context.Context, l *link, call *Call) (rel func(Outcome), err error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
 	defer l.observe(time.Now(), call.Kind, &err)
+	defer l.timedOut(ctx, &err)
 	defer recoverHook(&err)
 	return l.impl.Around(ctx, call)
 }
 
 func (c *Chain) post1(ctx context.Context, l *link, call *Call, out *Outcome) (err error) {
+	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	defer cancel()
 	defer l.observe(time.Now(), call.Kind, &err)
+	defer l.timedOut(ctx, &err)
 	defer recoverHook(&err)
 	return l.impl.Post(ctx, call, out)
 }
+
+// timedOut names the entry's timeout in an error its hook returned once
+// the hook's context had passed it (a veto stays a veto).
+func (l *link) timedOut(ctx context.Context, err *error) {
+	if *err == nil || !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return
+	}
+	if _, ok := errors.AsType[*VetoError](*err); ok {
+		return
+	}
+	*err = &TimeoutError{Timeout: l.timeout, Err: *err}
+}
+
+// TimeoutError is the error of a hook that failed once its entry's timeout
+// (spec.interceptors[].timeout) had passed.
+type TimeoutError struct {
+	Timeout time.Duration
+	Err     error
+}
+
+func (e *TimeoutError) Error() string {
+	return fmt.Sprintf("exceeded its timeout of %s: %v", e.Timeout, e.Err)
+}
+
+// Unwrap returns the hook's error.
+func (e *TimeoutError) Unwrap() error { return e.Err }
 
 // release1 calls one Around release; a panic there is logged and counted
 // (the call has already been decided).
@@ -481,6 +539,9 @@ func (c *Chain) failed(ctx context.Context, l *link, call *Call, out *Outcome, e
 		c.logger(ctx).Info("Ignored a veto from an interceptor without veto rights",
 			append(logKeys(call), "interceptor", l.spec.Name, "phase", l.spec.Phase, "reason", err.Error())...)
 		return nil
+	}
+	if errors.Is(err, ErrQueueFull) {
+		l.m.queueFull.Inc()
 	}
 	if !l.failOpen {
 		l.m.denials.Inc()

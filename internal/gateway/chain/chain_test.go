@@ -369,6 +369,13 @@ func TestNewRefusesASecurityEntryThatFailsOpen(t *testing.T) {
 	resolved[0].OnError, resolved[1].OnError = v1alpha1.PostureDeny, v1alpha1.PostureDeny
 	_, err = chain.New(resolved, reg, nil)
 	g.Expect(err).NotTo(HaveOccurred(), "the same chain failing closed runs")
+
+	// A Security entry left to the agent (the webhook refuses it; a
+	// tampered snapshot may say it) would not hold a call either.
+	resolved[0].Enforcement = v1alpha1.EnforcementAgent
+	_, err = chain.New(resolved, reg, nil)
+	g.Expect(err).To(MatchError(chain.ErrSecurityFailsOpen))
+	g.Expect(err.Error()).To(ContainSubstring("auth (Pre, enforcement: Agent)"))
 }
 
 // An empty (or nil) chain dispatches directly and allocates nothing.
@@ -438,6 +445,7 @@ func TestConcurrentRuns(t *testing.T) {
 	}
 	g.Expect(inFlight.Load()).To(BeZero())
 	g.Expect(maxInFlight.Load()).To(BeNumerically(">=", 1))
-	g.Expect(strings.Count(w.String(), "\n")).To(Equal(workers * calls))
+	g.Eventually(func() int { return strings.Count(w.String(), "\n") }).WithTimeout(eventually).WithPolling(poll).
+		Should(Equal(workers*calls), "audit's writer writes every line")
 	g.Expect(w.String()).NotTo(ContainSubstring(`"api_key":"k"`))
 }

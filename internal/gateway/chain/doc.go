@@ -95,7 +95,17 @@ limitations under the License.
 //   - redact (Pre or Post): RedactArguments on the arguments (and, as Post,
 //     RedactText on the result).
 //   - audit (Post, buffered): one JSON line (AuditRecord) per call to
-//     BuiltinOptions.Audit; a failed write is an error (fail open, resent).
+//     BuiltinOptions.Audit, through a bounded queue (AuditQueue) that the
+//     sink's own goroutine writes: a call never waits on the writer, and a
+//     line the writer fails to take is written again until it is. A full
+//     queue is audit's error (ErrQueueFull), handled by its posture.
+//
+// Every hook runs under its entry's timeout (Timeout, default
+// v1alpha1.DefaultInterceptorTimeout): its context's deadline; an error
+// once it passed is a *TimeoutError. Entries with enforcement Agent are not
+// run. BuiltinPhases is the one list of what the gateway implements, which
+// admission checks policies against; Registry.Drain writes what is queued
+// at shutdown.
 //
 // # Metrics (NewMetrics)
 //
@@ -104,7 +114,7 @@ limitations under the License.
 // veto, veto_ignored, panic), agentrun_gateway_interceptor_denials_total
 // {interceptor}, agentrun_gateway_interceptor_chain_added_seconds{kind}
 // (total minus dispatch), agentrun_gateway_interceptor_resends_total,
-// _dropped_total and _buffered {interceptor}.
+// _dropped_total, _buffered and _queue_full_total {interceptor}.
 //
 // The token is never logged, audited or buffered; logs carry the call's
 // kind, tool and run, never its arguments.

@@ -19,7 +19,9 @@ package chain_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"io"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -196,6 +198,68 @@ func (w *flakyWriter) Write(p []byte) (int, error) {
 }
 
 func (w *flakyWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// syncAudit is a buffered interceptor that writes an AuditRecord to w in
+// the call, synchronously: a failed write is its error, which the chain's
+// resend buffer keeps (the built-in audit queues its lines instead).
+func syncAudit(w io.Writer) chain.Impl {
+	return chain.Impl{Post: func(_ context.Context, call *chain.Call, out *chain.Outcome) error {
+		line, err := json.Marshal(chain.AuditRecord{Time: call.Time, Namespace: call.Namespace, Run: call.Run,
+			Attempt: call.Attempt, Identity: call.Identity, Kind: call.Kind, Tool: call.Tool,
+			Arguments: call.Arguments, Outcome: chain.OutcomeOK, ResultBytes: len(out.Result)})
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(append(line, '\n'))
+		return err
+	}}
+}
+
+// withAudit is reg with audit replaced by impl.
+func withAudit(reg chain.Registry, impl chain.Impl) chain.Registry {
+	reg[chain.NameAudit] = impl
+	return reg
+}
+
+// gateWriter blocks every Write until open is closed; entered receives one
+// value per Write that started.
+type gateWriter struct {
+	open    chan struct{}
+	entered chan struct{}
+	mu      sync.Mutex
+	buf     bytes.Buffer
+}
+
+func newGateWriter(t testing.TB) *gateWriter {
+	w := &gateWriter{open: make(chan struct{}), entered: make(chan struct{}, 1024)}
+	t.Cleanup(w.release)
+	return w
+}
+
+func (w *gateWriter) Write(p []byte) (int, error) {
+	select {
+	case w.entered <- struct{}{}:
+	default:
+	}
+	<-w.open
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.Write(p)
+}
+
+func (w *gateWriter) release() {
+	select {
+	case <-w.open:
+	default:
+		close(w.open)
+	}
+}
+
+func (w *gateWriter) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.buf.String()

@@ -50,6 +50,7 @@ type Metrics struct {
 	resends  *prometheus.CounterVec
 	dropped  *prometheus.CounterVec
 	buffered *prometheus.GaugeVec
+	full     *prometheus.CounterVec
 }
 
 // NewMetrics creates the chain's metrics and registers them on reg (nil:
@@ -87,6 +88,11 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "agentrun_gateway_interceptor_buffered",
 			Help: "Outputs of fail-open interceptors waiting to be resent, by interceptor.",
 		}, []string{labelInterceptor}),
+		full: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_interceptor_queue_full_total",
+			Help: "Calls whose output an interceptor could not queue for its writer (queue full), by interceptor; " +
+				"handled by its onError: dropped or buffered (Allow), or the call refused (Deny).",
+		}, []string{labelInterceptor}),
 	}
 	if reg == nil {
 		return m
@@ -98,6 +104,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 	m.resends = register(reg, m.resends)
 	m.dropped = register(reg, m.dropped)
 	m.buffered = register(reg, m.buffered)
+	m.full = register(reg, m.full)
 	return m
 }
 
@@ -119,6 +126,7 @@ type linkMetrics struct {
 	ok, err, veto, vetoIgnored, panicky prometheus.Counter
 	denials, resends, dropped           prometheus.Counter
 	buffered                            prometheus.Gauge
+	queueFull                           prometheus.Counter
 }
 
 func (m *Metrics) forLink(name string, phase v1alpha1.InterceptorPhase) linkMetrics {
@@ -133,6 +141,7 @@ func (m *Metrics) forLink(name string, phase v1alpha1.InterceptorPhase) linkMetr
 		resends:     m.resends.WithLabelValues(name),
 		dropped:     m.dropped.WithLabelValues(name),
 		buffered:    m.buffered.WithLabelValues(name),
+		queueFull:   m.full.WithLabelValues(name),
 	}
 }
 

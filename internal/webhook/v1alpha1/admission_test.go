@@ -176,6 +176,47 @@ var _ = Describe("RuntimePolicy admission", func() {
 		}, "spec.toolServers[1]", "Duplicate value"),
 	)
 
+	It("refuses an interceptor the gateway does not implement, listing those it does", func() {
+		p := minimalPolicy(newNamespace())
+		p.Spec.Interceptors = append(p.Spec.Interceptors, v1.Interceptor{Name: "quota", Class: v1.ClassResource,
+			Phase: v1.InterceptorPre, Priority: 30, OnError: v1.PostureDeny, Veto: new(true)})
+		rejected(admin.Create(ctx, p), "spec.interceptors[4].name", `interceptor "quota"`,
+			"the gateway does not implement it", "audit (Post), auth (Pre), rate_limit (Pre), redact (Pre or Post)",
+			"enforcement: Agent")
+
+		wrongPhase := minimalPolicy(newNamespace())
+		wrongPhase.Spec.Interceptors[3].Phase = v1.InterceptorAround
+		rejected(admin.Create(ctx, wrongPhase), "spec.interceptors[3].phase", `interceptor "audit"`, "only in phase Post")
+	})
+
+	It("admits an interceptor the agent enforces, and keeps the mark in the resolved chain", func() {
+		p := minimalPolicy(newNamespace())
+		p.Spec.Interceptors = append(p.Spec.Interceptors, v1.Interceptor{Name: "quota", Class: v1.ClassResource,
+			Phase: v1.InterceptorPre, Priority: 30, OnError: v1.PostureDeny, Veto: new(true), Enforcement: v1.EnforcementAgent})
+		Expect(admin.Create(ctx, p)).To(Succeed())
+		Eventually(func(g Gomega) {
+			got := &v1.RuntimePolicy{}
+			g.Expect(admin.Get(ctx, types.NamespacedName{Namespace: p.Namespace, Name: p.Name}, got)).To(Succeed())
+			enforcement := map[string]v1.InterceptorEnforcement{}
+			for _, r := range got.Status.ResolvedChain {
+				enforcement[r.Name] = r.Enforcement
+			}
+			g.Expect(enforcement).To(HaveKeyWithValue("quota", v1.EnforcementAgent))
+			g.Expect(enforcement).To(HaveKeyWithValue("auth", v1.EnforcementGateway), "the API server defaults Gateway")
+		}, timeout, interval).Should(Succeed())
+
+		security := minimalPolicy(newNamespace())
+		security.Spec.Interceptors[0].Enforcement = v1.EnforcementAgent
+		rejected(admin.Create(ctx, security), "spec.interceptors[0].enforcement", `interceptor "auth"`,
+			"Security-class interceptors must be enforced by the Gateway")
+	})
+
+	It("refuses an interceptor timeout out of bounds", func() {
+		p := minimalPolicy(newNamespace())
+		p.Spec.Interceptors[3].Timeout = &metav1.Duration{Duration: 2 * time.Minute}
+		rejected(admin.Create(ctx, p), "spec.interceptors[3].timeout", `interceptor "audit"`, "between 1ms and 1m0s")
+	})
+
 	It("accepts tools served by declared tool servers", func() {
 		p := minimalPolicy(newNamespace())
 		p.Spec.ToolServers = []v1.ToolServer{{Name: "tickets", Service: &v1.ServiceReference{Name: "tickets"}}}
@@ -190,8 +231,10 @@ var _ = Describe("RuntimePolicy admission", func() {
 		a := minimalPolicy(ns)
 		a.Name = "a"
 		a.Spec.Interceptors = append(a.Spec.Interceptors,
-			v1.Interceptor{Name: "trace", Class: v1.ClassObservability, Phase: v1.InterceptorPost, Priority: 95, OnError: v1.PostureAllow},
-			v1.Interceptor{Name: "metrics", Class: v1.ClassObservability, Phase: v1.InterceptorPost, Priority: 95, OnError: v1.PostureAllow})
+			v1.Interceptor{Name: "trace", Class: v1.ClassObservability, Phase: v1.InterceptorPost, Priority: 95, OnError: v1.PostureAllow,
+				Enforcement: v1.EnforcementAgent},
+			v1.Interceptor{Name: "metrics", Class: v1.ClassObservability, Phase: v1.InterceptorPost, Priority: 95, OnError: v1.PostureAllow,
+				Enforcement: v1.EnforcementAgent})
 		b := a.DeepCopy()
 		b.Name = "b"
 		n := len(b.Spec.Interceptors)

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/policy"
 )
 
@@ -59,7 +60,10 @@ func (v *RuntimePolicyValidator) ValidateDelete(_ context.Context, _ *v1alpha1.R
 }
 
 func validatePolicy(p *v1alpha1.RuntimePolicy) error {
-	if errs := policy.Validate(&p.Spec); len(errs) > 0 {
+	errs := policy.Validate(&p.Spec)
+	// The gateway's own registry is the one list of what it implements.
+	errs = append(errs, policy.ValidateImplemented(&p.Spec, chain.BuiltinPhases())...)
+	if len(errs) > 0 {
 		return apierrors.NewInvalid(v1alpha1.GroupVersion.WithKind("RuntimePolicy").GroupKind(), p.Name, errs)
 	}
 	return nil
