@@ -75,14 +75,14 @@ var _ = Describe("Security review 25: the operator", func() {
 		w.run("r", func(r *v1alpha1.ResearchRun) { r.Spec.SessionRef.Name = "guarded" })
 		ra := w.attempt("r", 1)
 		Expect(ra.Spec.Policy.Name).To(Equal("guarded"))
-		Expect(ra.Spec.Policy.ResolvedChain).To(Equal(policy.Resolve(interceptors)),
+		Expect(ra.Spec.Policy.ResolvedChain).To(Equal(policy.Resolve(p.Spec.Interceptors)),
 			"the snapshot is the spec's resolution, not the status")
 		Expect(ra.Spec.Policy.ResolvedChain[0].OnError).To(Equal(v1alpha1.PostureDeny))
 
 		// And the operator puts its report back.
 		Eventually(func(g Gomega) {
 			g.Expect(k8sClient.Get(ctx, client.ObjectKeyFromObject(p), p)).To(Succeed())
-			g.Expect(p.Status.ResolvedChain).To(Equal(policy.Resolve(interceptors)))
+			g.Expect(p.Status.ResolvedChain).To(Equal(policy.Resolve(p.Spec.Interceptors)))
 		}, timeout, interval).Should(Succeed())
 	})
 

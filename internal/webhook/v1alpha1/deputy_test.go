@@ -54,10 +54,14 @@ func runEditor(ns, user string) {
 // allowSources sets the policy's templateSources.
 func allowSources(ns string, sources v1alpha1.TemplateSources) {
 	GinkgoHelper()
-	p := &v1alpha1.RuntimePolicy{}
-	Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, p)).To(Succeed())
-	p.Spec.TemplateSources = sources
-	Expect(admin.Update(ctx, p)).To(Succeed())
+	// The operator writes the policy's status meanwhile: read, change and
+	// update again on a conflict.
+	Eventually(func(g Gomega) {
+		p := &v1alpha1.RuntimePolicy{}
+		g.Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, p)).To(Succeed())
+		p.Spec.TemplateSources = sources
+		g.Expect(admin.Update(ctx, p)).To(Succeed())
+	}, timeout, interval).Should(Succeed())
 	// The webhook reads the policy from the manager's cache.
 	Eventually(func(g Gomega) {
 		got := &v1alpha1.RuntimePolicy{}
