@@ -274,13 +274,22 @@ type Model struct {
 	// +kubebuilder:validation:Pattern=`^[a-zA-Z0-9][a-zA-Z0-9._:/-]*$`
 	// +required
 	Name string `json:"name"`
-	// baseURL of the OpenAI-compatible provider, e.g. https://api.openai.com/v1;
-	// the gateway appends /chat/completions.
+	// baseURL of the provider, e.g. https://api.openai.com/v1 or
+	// https://api.anthropic.com/v1; the gateway appends the path of its API
+	// (/chat/completions, /responses, /messages).
 	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=2048
 	// +kubebuilder:validation:XValidation:rule="isURL(self) && (self.startsWith('https://') || self.startsWith('http://'))",message="baseURL must be an http or https URL"
 	// +required
 	BaseURL string `json:"baseURL"`
+	// api is the API the provider speaks: OpenAIChat (POST
+	// /chat/completions, the default), OpenAIResponses (POST /responses) or
+	// AnthropicMessages (POST /messages). A request that comes through the
+	// gateway's door of the same API passes through; through another door it
+	// is translated, or refused naming what cannot be translated.
+	// +kubebuilder:default=OpenAIChat
+	// +optional
+	API ModelAPI `json:"api,omitempty"`
 	// upstreamModel is the provider's model id, when it differs from name.
 	// +kubebuilder:validation:MaxLength=256
 	// +optional
@@ -300,6 +309,19 @@ type Model struct {
 	// +optional
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 }
+
+// ModelAPI is a model provider's wire API.
+// +kubebuilder:validation:Enum=OpenAIChat;OpenAIResponses;AnthropicMessages
+type ModelAPI string
+
+const (
+	// ModelAPIOpenAIChat is OpenAI Chat Completions (POST /chat/completions).
+	ModelAPIOpenAIChat ModelAPI = "OpenAIChat"
+	// ModelAPIOpenAIResponses is the OpenAI Responses API (POST /responses).
+	ModelAPIOpenAIResponses ModelAPI = "OpenAIResponses"
+	// ModelAPIAnthropicMessages is the Anthropic Messages API (POST /messages).
+	ModelAPIAnthropicMessages ModelAPI = "AnthropicMessages"
+)
 
 // ServiceReference names an in-cluster Service that serves MCP.
 type ServiceReference struct {

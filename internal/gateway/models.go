@@ -403,6 +403,12 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		writeError(w, e)
 		return
 	}
+	if api := m.API; api != "" && api != v1alpha1.ModelAPIOpenAIChat {
+		e := errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway does not "+
+			"translate chat completions to it: use the %s door", m.Name, api, api))
+		writeError(w, e)
+		return
+	}
 	if isFinalizing(spec) && r.Header.Get(gatewayapi.HeaderPurpose) == gatewayapi.PurposeResearch {
 		// The agent's view may lag the phase: a research turn it sends
 		// after the run started Finalizing must not spend the reserve.
