@@ -171,13 +171,12 @@ func (g *Gateway) postStep(w http.ResponseWriter, r *http.Request, k *keeper) {
 		writeError(w, e)
 		return
 	}
+	// The agent's count adds steps without a model turn; its progress
+	// claim is not evidence (progress.go).
 	var step int64
 	k.record(func() {
-		k.facts.steps++
-		if req.Progress {
-			k.facts.lastProgressStep = k.facts.steps
-		}
-		step = k.facts.steps
+		k.facts.steps = max(k.facts.steps, k.facts.usage.ModelRequests-1) + 1
+		step = k.facts.stepCount()
 	})
 	writeJSON(w, gatewayapi.StepResponse{Step: step})
 }

@@ -77,6 +77,9 @@ type facts struct {
 	// securityPosture is this gateway's: not seeded from an earlier
 	// process, which had its own evidence.
 	securityPosture *v1alpha1.SecurityPosture
+	// answers are the digests of the attempt's last model answers
+	// (progress.go); in memory only.
+	answers []string
 }
 
 // seed takes over what an earlier process of this same attempt reported, so
@@ -101,7 +104,8 @@ func (f *facts) seed(s v1alpha1.RunAttemptStatus) {
 	f.grantExhausted = s.GrantExhausted.DeepCopy()
 }
 
-// countCall counts one dispatched call of fingerprint.
+// countCall counts one dispatched call of fingerprint; a fingerprint not
+// seen before is progress.
 func (f *facts) countCall(tool, fingerprint string) {
 	if f.calls == nil {
 		f.calls = map[string]*v1alpha1.CallCount{}
@@ -110,6 +114,7 @@ func (f *facts) countCall(tool, fingerprint string) {
 		c.Count++
 		return
 	}
+	f.noteProgress()
 	if len(f.calls) >= maxTrackedCalls {
 		// Evict the least counted fingerprint: it is far below the top-K.
 		var victim *v1alpha1.CallCount
@@ -210,7 +215,7 @@ func (f *facts) removeAwaiting(id string) bool {
 func (f *facts) render() v1alpha1.RunAttemptStatus {
 	return v1alpha1.RunAttemptStatus{
 		Usage:            f.usage,
-		Steps:            f.steps,
+		Steps:            f.stepCount(),
 		LastProgressStep: f.lastProgressStep,
 		Calls:            f.topCalls(),
 		InFlight:         slices.Clone(f.inFlight),

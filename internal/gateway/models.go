@@ -559,14 +559,18 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 		x.w.WriteHeader(http.StatusOK)
 		_, _ = x.w.Write(raw)
 		x.stream(func(tr *openai.Translator) []stream.Event { return append(tr.Completion(raw), tr.End(rerr)...) })
+		x.k.noteAnswer(chatCompletionDigest(raw))
 		x.count("ok", tokens, reported)
 	default:
 		var cut error
+		digest := newAnswerDigest()
 		tokens, reported := g.relayStream(x.w, resp, clientUsage, x.k, m.Name, func(payload []byte) {
 			spanUsage(rctx, payload)
+			digest.chatChunk(payload)
 			x.stream(func(tr *openai.Translator) []stream.Event { return tr.Chunk(payload) })
 		}, &cut)
 		x.stream(func(tr *openai.Translator) []stream.Event { return tr.End(cut) })
+		x.k.noteAnswer(digest.sum())
 		x.done = g.clock.Now()
 		outcome := "ok"
 		if !reported {

@@ -145,6 +145,6 @@ func Example() {
 		s.Publication.BlocksCommitted, s.Publication.BlocksPlanned, s.Publication.Settlement, s.Publication.Settled)
 	// Output:
 	// usage: 3 model requests, 3 tool calls, 300 tokens
-	// steps: 2 (last progress 2)
+	// steps: 3 (last progress 3)
 	// finish proposed: true; publication: 1/1 Complete, settled true
 }

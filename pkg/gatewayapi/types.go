@@ -283,9 +283,12 @@ func (a Attempt) Stopped() bool {
 	return a.Phase == v1alpha1.PhaseTerminated || a.Superseded
 }
 
-// StepRequest reports one step of the agent loop (POST /self/steps).
+// StepRequest reports one step of the agent loop (POST /self/steps): a
+// step beyond the model turns the gateway served.
 type StepRequest struct {
-	// Progress says the step made progress (lastProgressStep).
+	// Progress is the agent's claim that the step made progress. It is
+	// accepted and ignored: progress is what the gateway sees (a new tool
+	// call, a model answer that repeats none of the last ones).
 	Progress bool `json:"progress"`
 }
 

@@ -90,7 +90,7 @@ func TestRunCompletes(t *testing.T) {
 	w.g.Expect(s.Advice).To(ConsistOf(v1alpha1.Advice{Source: "reviewer", Kind: "Continue", Count: 1}))
 	w.g.Expect(s.Usage).To(Equal(v1alpha1.Usage{ModelRequests: 5, ToolCalls: 6, Tokens: 350}))
 	w.g.Expect(s.Steps).To(Equal(int64(5)), "plan + 4 turns")
-	w.g.Expect(s.LastProgressStep).To(Equal(int64(4)), "the finish turn itself made no progress")
+	w.g.Expect(s.LastProgressStep).To(Equal(int64(5)), "the finish turn's answer is one the gateway had not seen: progress")
 	w.g.Expect(s.InFlight).To(BeEmpty())
 	w.g.Expect(s.AwaitingApproval).To(BeEmpty())
 	w.g.Expect(s.Faults).To(BeEmpty())
@@ -311,14 +311,15 @@ turns:
 	s := w.status()
 	w.g.Expect(s.FinishProposed).To(BeFalse())
 	w.g.Expect(s.Publication.Settled).To(BeFalse())
-	w.g.Eventually(func() int64 { return w.status().Steps }, wait, poll).Should(Equal(int64(2)), "plan + the first turn")
+	w.g.Eventually(func() int64 { return w.status().Steps }, wait, poll).Should(Equal(int64(3)),
+		"plan + the first turn + the crash turn's model request, which the gateway served")
 	// Once what was in flight at the crash is answered, nothing more comes:
 	// not even a heartbeat (a live agent sends one at least every 500ms).
 	w.g.Eventually(func(g Gomega) {
 		before := w.requests()
 		g.Consistently(w.requests, 600*time.Millisecond, 10*time.Millisecond).Should(Equal(before), "a crashed agent sends nothing more")
 	}, wait, poll).Should(Succeed())
-	w.g.Expect(w.status().Steps).To(Equal(int64(2)))
+	w.g.Expect(w.status().Steps).To(Equal(int64(3)))
 
 	w = newWorld(t, nil)
 	cfg = w.config(script)
