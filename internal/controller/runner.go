@@ -80,9 +80,9 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 	if done {
 		return nil
 	}
-	labels := runnerLabels()
+	owned := runnerLabels()
 	account := &corev1.ServiceAccount{
-		ObjectMeta:                   metav1.ObjectMeta{Namespace: namespace, Name: sa, Labels: labels},
+		ObjectMeta:                   metav1.ObjectMeta{Namespace: namespace, Name: sa, Labels: owned},
 		AutomountServiceAccountToken: new(false),
 	}
 	if err := reader.Get(ctx, client.ObjectKeyFromObject(account), &corev1.ServiceAccount{}); apierrors.IsNotFound(err) {
@@ -93,7 +93,7 @@ func (r *runners) ensure(ctx context.Context, c client.Client, reader client.Rea
 		return err
 	}
 	if r.caConfigMap != "" && len(r.ca) > 0 {
-		if err := r.ensureCA(ctx, c, reader, namespace, labels); err != nil {
+		if err := r.ensureCA(ctx, c, reader, namespace, owned); err != nil {
 			return fmt.Errorf("keeping the gateway CA in %s: %w", namespace, err)
 		}
 	}
@@ -119,13 +119,13 @@ func (r *runners) rereadCALocked() {
 }
 
 // ensureCA keeps the gateway's CA bundle in the namespace's CA ConfigMap.
-func (r *runners) ensureCA(ctx context.Context, c client.Client, reader client.Reader, namespace string, labels map[string]string) error {
+func (r *runners) ensureCA(ctx context.Context, c client.Client, reader client.Reader, namespace string, owned map[string]string) error {
 	cm := &corev1.ConfigMap{}
 	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: r.caConfigMap}, cm)
 	switch {
 	case apierrors.IsNotFound(err):
 		cm = &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: r.caConfigMap, Labels: labels},
+			ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: r.caConfigMap, Labels: owned},
 			Data:       map[string]string{runpod.GatewayCAFile: string(r.ca)},
 		}
 		if err := c.Create(ctx, cm); err != nil && !apierrors.IsAlreadyExists(err) {

@@ -127,7 +127,7 @@ func newReviewMetrics(reg prometheus.Registerer) *reviewMetrics {
 		reviews: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_token_reviews_total",
 			Help: "TokenReviews the gateway sent to the API server, by result (authenticated, rejected, error).",
-		}, []string{"result"}),
+		}, []string{labelResult}),
 		cached: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_token_cache_hits_total",
 			Help: "Tokens answered from memory without a TokenReview, by answer (authenticated, rejected).",
@@ -150,8 +150,7 @@ func newReviewMetrics(reg prometheus.Registerer) *reviewMetrics {
 // under its name.
 func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) C {
 	if err := reg.Register(c); err != nil {
-		var are prometheus.AlreadyRegisteredError
-		if errors.As(err, &are) {
+		if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
 			if existing, ok := are.ExistingCollector.(C); ok {
 				return existing
 			}

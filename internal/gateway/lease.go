@@ -112,7 +112,7 @@ func newLeaseKeeper(g *Gateway) *leaseKeeper {
 	lk := &leaseKeeper{g: g, renewals: prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "agentrun_gateway_lease_renewals_total",
 		Help: "Renewals of the gateway's liveness Lease, by result (ok, conflict, error).",
-	}, []string{"result"})}
+	}, []string{labelResult})}
 	_ = g.opts.Registry.Register(lk.renewals)
 	return lk
 }

@@ -34,6 +34,7 @@ const (
 	labelOutcome   = "outcome"
 	labelSession   = "session"
 	labelCode      = "code"
+	labelResult    = "result"
 )
 
 // MaxSessionSeries bounds the (namespace, session) pairs the usage-by-session
@@ -109,7 +110,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		statusWrites: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_status_writes_total",
 			Help: "RunAttempt status writes, by result (ok, conflict, error).",
-		}, []string{"result"}),
+		}, []string{labelResult}),
 		statusWriteSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "agentrun_gateway_status_write_seconds",
 			Help:    "Latency of RunAttempt status writes.",

@@ -162,15 +162,15 @@ func contentText(c any) string {
 	case string:
 		return v
 	case []any:
-		var s string
+		var s strings.Builder
 		for _, p := range v {
 			if m, ok := p.(map[string]any); ok {
 				if t, ok := m["text"].(string); ok {
-					s += t
+					s.WriteString(t)
 				}
 			}
 		}
-		return s
+		return s.String()
 	}
 	return ""
 }

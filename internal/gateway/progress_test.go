@@ -94,4 +94,3 @@ func TestStepsAndProgressAreWhatTheGatewaySees(t *testing.T) {
 	g.Expect(s).To(Equal(int64(8)))
 	g.Expect(p).To(Equal(int64(8)))
 }
-

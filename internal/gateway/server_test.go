@@ -111,7 +111,7 @@ func TestASlowBodyIsCutOffButALongAnswerIsNot(t *testing.T) {
 			case <-time.After(100 * time.Millisecond):
 			}
 			_, _ = io.WriteString(w, "data: x\n\n")
-			http.NewResponseController(w).Flush()
+			_ = http.NewResponseController(w).Flush()
 		}
 	})
 	addr := serve(t, mux, gateway.ServerLimits{ReadTimeout: 200 * time.Millisecond})

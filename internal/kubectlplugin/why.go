@@ -677,7 +677,7 @@ func (x *explainer) approvals() {
 				x.printf("    arguments: not shown by this gateway; summary (redacted, possibly cut): %s\n", dash(p.Summary))
 			}
 			if p.Arguments != "" {
-				for _, line := range strings.Split(p.Arguments, "\n") {
+				for line := range strings.SplitSeq(p.Arguments, "\n") {
 					x.printf("      %s\n", line)
 				}
 			}

@@ -81,9 +81,6 @@ func (s *sink) enqueue(bp *[]byte) error {
 	}
 }
 
-// queued is how many lines wait for the writer.
-func (s *sink) queued() int { return len(s.lines) }
-
 func (s *sink) run() {
 	defer close(s.done)
 	for {
