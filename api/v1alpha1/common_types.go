@@ -399,6 +399,12 @@ type Tool struct {
 	// may not.
 	// +optional
 	Preview bool `json:"preview,omitempty"`
+	// degradable marks a tool the run can do without: while the attempt
+	// carries a Degrade directive the tool door leaves it out of tools/list
+	// and refuses its calls (tool_degraded), as the agent API does. The
+	// output tool (report.publish) is never withheld.
+	// +optional
+	Degradable bool `json:"degradable,omitempty"`
 }
 
 // The tools the gateway itself serves (tools[].server stays empty): a

@@ -128,6 +128,9 @@ type PolicySnapshot struct {
 	// interceptor fails.
 	// +optional
 	OnSecurityDegraded *SecurityDegraded `json:"onSecurityDegraded,omitempty"`
+	// compression is what the doors apply under a Compress directive.
+	// +optional
+	Compression *Compression `json:"compression,omitempty"`
 	// events is the policy's retention of the run stream: the gateway stores
 	// the attempt's events with maxAge as their TTL. Unset fields mean the
 	// defaults (EventRetention.Age, Bytes).

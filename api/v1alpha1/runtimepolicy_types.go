@@ -310,6 +310,21 @@ type Model struct {
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
 }
 
+// Compression is what the doors apply under a Compress directive.
+// +kubebuilder:validation:MinProperties=1
+type Compression struct {
+	// maxTokens caps the tokens one model request may generate (its
+	// forwarded max_tokens, max_completion_tokens or max_output_tokens).
+	// +kubebuilder:validation:Minimum=1
+	// +optional
+	MaxTokens *int64 `json:"maxTokens,omitempty"`
+	// maxToolResultBytes trims the text a tool call returns through the tool
+	// door to this many bytes, marking where it was cut.
+	// +kubebuilder:validation:Minimum=256
+	// +optional
+	MaxToolResultBytes *int64 `json:"maxToolResultBytes,omitempty"`
+}
+
 // ModelAPI is a model provider's wire API.
 // +kubebuilder:validation:Enum=OpenAIChat;OpenAIResponses;AnthropicMessages
 type ModelAPI string
@@ -516,6 +531,12 @@ type RuntimePolicySpec struct {
 	// no stricter posture.
 	// +optional
 	OnSecurityDegraded *SecurityDegraded `json:"onSecurityDegraded,omitempty"`
+	// compression is what the gateway's doors do while the attempt carries
+	// a Compress directive (a gate close to its limit): cap the tokens a
+	// model request may generate, trim the tool results the tool door
+	// relays. Unset: a Compress directive is only advice to the agent.
+	// +optional
+	Compression *Compression `json:"compression,omitempty"`
 	// templateSources lists what of the namespace a run's pod template may
 	// reference beyond ConfigMaps. Unset: no Secret, PersistentVolumeClaim,
 	// inline CSI or generic ephemeral volume at all. Whatever it allows, the

@@ -523,6 +523,9 @@ func (k *keeper) checkToolLocked(tool, fingerprint string) (v1alpha1.Tool, *apiE
 			gatewayapi.ToolReportPublish, tool))
 	}
 	entry := spec.Policy.Tools[i]
+	if e := degradedRefusal(spec, entry); e != nil {
+		return entry, e
+	}
 	if !entry.Idempotent {
 		for _, r := range k.facts.inFlight {
 			if r.Outcome == v1alpha1.OutcomeUnknown && r.Fingerprint == fingerprint {

@@ -150,6 +150,7 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 			fmt.Sprintf("%d/%d model requests", u.ModelRequests, gr.ModelRequests))
 	}
 	mt := requested
+	capTokens = compressedMaxTokens(spec, capTokens)
 	if capTokens != nil && (mt <= 0 || mt > *capTokens) {
 		mt = *capTokens
 	}

@@ -137,7 +137,8 @@ func (k *keeper) doorToolsLocked() []doorTool {
 func (k *keeper) listTools(ctx context.Context) *mcp.ListToolsResult {
 	k.mu.Lock()
 	tools := k.doorToolsLocked()
-	mode, fin, ns := k.obj.Spec.Mode, isFinalizing(k.obj.Spec), k.key.Namespace
+	spec := k.obj.Spec
+	mode, fin, ns := spec.Mode, isFinalizing(spec), k.key.Namespace
 	stopped := k.stoppedLocked() != nil
 	k.mu.Unlock()
 	// The list is this attempt's (its mode, its phase) and changes with a
@@ -150,7 +151,7 @@ func (k *keeper) listTools(ctx context.Context) *mcp.ListToolsResult {
 		return out
 	}
 	for _, t := range tools {
-		if !permission.Visible(mode, t.entry) || (fin && t.entry.Name != gatewayapi.ToolReportPublish) {
+		if !permission.Visible(mode, t.entry) || (fin && t.entry.Name != gatewayapi.ToolReportPublish) || withheld(spec, t.entry) {
 			continue
 		}
 		mt := &mcp.Tool{Name: t.entry.Name, Description: t.entry.Description, InputSchema: map[string]any{jsonType: jsonObject}}
@@ -279,6 +280,10 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 		res.Content = []mcp.Content{&mcp.TextContent{Text: out.Result}}
 		res.StructuredContent = nil
 	}
+	k.mu.Lock()
+	limit := compressedResultBytes(k.obj.Spec)
+	k.mu.Unlock()
+	trimResult(res, limit)
 	k.emitToolResult(k.announce(blk, outcome != "refused"), text(res))
 	return res
 }

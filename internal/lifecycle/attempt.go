@@ -89,6 +89,7 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 			ToolServers:        p.Spec.ToolServers,
 			ApprovalTimeout:    p.Spec.ApprovalTimeout,
 			OnSecurityDegraded: p.Spec.OnSecurityDegraded.DeepCopy(),
+			Compression:        p.Spec.Compression.DeepCopy(),
 			Events:             eventRetention(p.Spec.Events),
 		}
 		if in.Previous != nil && !in.PolicyReady {

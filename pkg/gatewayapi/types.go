@@ -168,6 +168,10 @@ const (
 	// CodeUseToolDoor: the tool is served by the gateway's MCP door and
 	// cannot be admitted through the agent API.
 	CodeUseToolDoor = "use_tool_door"
+	// CodeToolDegraded: the attempt carries a Degrade directive and the
+	// policy marks the tool degradable (HTTP 403; a tool error on the tool
+	// door). Not retryable while the directive stands.
+	CodeToolDegraded = "tool_degraded"
 	// CodeNotFound: no such resource (an unknown tool call id, path) (HTTP 404).
 	CodeNotFound = "not_found"
 	// CodeUpstreamUnavailable: the provider could not be reached or timed out (HTTP 502/504).
