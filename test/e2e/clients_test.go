@@ -124,6 +124,37 @@ var _ = Describe("Agents on the official OpenAI SDKs and the Python SDK", Ordere
 		clientRun(w, "py-overspend", []string{python, filepath.Join(root, "examples", "openai-python", "overspend.py")}, tight)
 		expectOverspent(w, "py-overspend")
 	})
+	// Steps and progress are what the gateway sees (issue 30, item 1): an
+	// agent on openai alone reports none, and the gates bind it anyway.
+	loopRun := func(name, mode string, gates v1.Gates) *world {
+		w := clientWorld()
+		w.run(name, imageShell, nil, func(r *v1.ResearchRun) {
+			r.Spec.Goal = "Keep going."
+			r.Spec.Template.Spec.Containers[0].Command = []string{python, filepath.Join(root, "examples", "openai-python", "loop.py"), mode, "0.4"}
+			r.Spec.Template.Spec.Containers[0].Env = []corev1.EnvVar{{Name: "AGENTRUN_MODEL", Value: "scripted"}}
+			r.Spec.Budget = within
+			r.Spec.Gates = gates
+			r.Spec.Recovery = v1.Recovery{MaxAttempts: 1, Backoff: &metav1.Duration{}}
+		})
+		return w
+	}
+	It("openai (PyPI) alone, asking the same question round after round: NoProgress", func() {
+		w := loopRun("py-loop", "repeat", v1.Gates{NoProgressLimit: 3})
+		run := w.terminated("py-loop", v1.ReasonNoProgress, v1.SettlementNone)
+		Expect(w.phaseSequence("py-loop")).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseFinalizing, v1.PhaseTerminated}))
+		ra := w.attempt("py-loop", 1)
+		Expect(ra.Status.Steps).To(BeNumerically(">=", 4), "every model turn served is a step; the agent reported none")
+		Expect(run.Status.Budget.Used.ModelRequests).To(BeNumerically("<", within.ModelRequests-within.OutputReserve.ModelRequests),
+			"stopped by the gate, not the budget")
+	})
+	It("openai (PyPI) alone, asking a new question every round: StepLimit", func() {
+		w := loopRun("py-talk", "vary", v1.Gates{MaxSteps: 5, NoProgressLimit: 3})
+		run := w.terminated("py-talk", v1.ReasonStepLimit, v1.SettlementNone)
+		ra := w.attempt("py-talk", 1)
+		Expect(ra.Status.Steps).To(BeNumerically(">=", 5))
+		Expect(ra.Status.LastProgressStep).To(BeNumerically(">=", 5), "every new answer is progress")
+		Expect(run.Status.Budget.Used.ModelRequests).To(BeNumerically("<", within.ModelRequests-within.OutputReserve.ModelRequests))
+	})
 	It("the Python SDK's minimal agent completes", func() {
 		w := clientWorld()
 		clientRun(w, "py-minimal", []string{python, filepath.Join(root, "sdk", "python", "examples", "minimal_agent.py")}, within)
