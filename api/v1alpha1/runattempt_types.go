@@ -128,6 +128,10 @@ type PolicySnapshot struct {
 	// interceptor fails.
 	// +optional
 	OnSecurityDegraded *SecurityDegraded `json:"onSecurityDegraded,omitempty"`
+	// authorityWait is how long a call is held while an interceptor's
+	// authority is unreachable.
+	// +optional
+	AuthorityWait *metav1.Duration `json:"authorityWait,omitempty"`
 	// compression is what the doors apply under a Compress directive.
 	// +optional
 	Compression *Compression `json:"compression,omitempty"`

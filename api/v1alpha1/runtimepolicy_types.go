@@ -531,6 +531,15 @@ type RuntimePolicySpec struct {
 	// no stricter posture.
 	// +optional
 	OnSecurityDegraded *SecurityDegraded `json:"onSecurityDegraded,omitempty"`
+	// authorityWait is how long a model request or tool call is held while
+	// a fail-closed interceptor's authority is unreachable for now (a
+	// TokenReview or quota service outage): the door checks again with
+	// backoff, within the run's deadline, and answers 503
+	// interceptor_unavailable only when the wait is over. 0s: answer at
+	// once. Default 30s.
+	// +kubebuilder:validation:XValidation:rule="duration(self) >= duration('0s') && duration(self) <= duration('5m')",message="authorityWait must be between 0s and 5m"
+	// +optional
+	AuthorityWait *metav1.Duration `json:"authorityWait,omitempty"`
 	// compression is what the gateway's doors do while the attempt carries
 	// a Compress directive (a gate close to its limit): cap the tokens a
 	// model request may generate, trim the tool results the tool door

@@ -551,6 +551,11 @@ func (in *PolicySnapshot) DeepCopyInto(out *PolicySnapshot) {
 		*out = new(SecurityDegraded)
 		(*in).DeepCopyInto(*out)
 	}
+	if in.AuthorityWait != nil {
+		in, out := &in.AuthorityWait, &out.AuthorityWait
+		*out = new(v1.Duration)
+		**out = **in
+	}
 	if in.Compression != nil {
 		in, out := &in.Compression, &out.Compression
 		*out = new(Compression)
@@ -1145,6 +1150,11 @@ func (in *RuntimePolicySpec) DeepCopyInto(out *RuntimePolicySpec) {
 		in, out := &in.OnSecurityDegraded, &out.OnSecurityDegraded
 		*out = new(SecurityDegraded)
 		(*in).DeepCopyInto(*out)
+	}
+	if in.AuthorityWait != nil {
+		in, out := &in.AuthorityWait, &out.AuthorityWait
+		*out = new(v1.Duration)
+		**out = **in
 	}
 	if in.Compression != nil {
 		in, out := &in.Compression, &out.Compression

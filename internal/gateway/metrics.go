@@ -66,6 +66,9 @@ type metrics struct {
 	toolSeconds      *prometheus.HistogramVec
 	securityDegraded *prometheus.GaugeVec
 	streamDropped    *prometheus.CounterVec
+	// authorityHolds counts calls held for an unreachable interceptor
+	// authority, by how the hold ended (recovered, expired).
+	authorityHolds *prometheus.CounterVec
 
 	sessionRequests, sessionTokens, sessionTools, sessionRefusals *prometheus.CounterVec
 	sessionOverflow                                               prometheus.Counter
@@ -133,6 +136,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from dispatch to a tool server's answer, by server and outcome (ok, tool_error, no_answer).",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 18),
 		}, []string{"server", labelOutcome}),
+		authorityHolds: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "agentrun_gateway_authority_holds_total",
+			Help: "Calls held while a fail-closed interceptor's authority was unreachable (spec.authorityWait), " +
+				"by result: recovered (checked again and decided) or expired (answered interceptor_unavailable).",
+		}, []string{labelResult}),
 		securityDegraded: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "agentrun_gateway_security_degraded",
 			Help: "1 while a policy's runs are held to its stricter posture (spec.onSecurityDegraded), else 0.",
@@ -162,7 +170,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	m.sessions = map[[2]string]struct{}{}
 	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.streamDropped, m.upstreamSeconds,
 		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.statusWritesSkipped, m.tooLarge,
-		m.toolCalls, m.toolSeconds, m.securityDegraded,
+		m.toolCalls, m.toolSeconds, m.securityDegraded, m.authorityHolds,
 		m.sessionRequests, m.sessionTokens, m.sessionTools, m.sessionRefusals, m.sessionOverflow} {
 		_ = reg.Register(c)
 	}

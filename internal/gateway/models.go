@@ -444,7 +444,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		Token: bearer(r), Tool: m.Name, Arguments: map[string]any{"stream": c.stream},
 	}
 	var upstream time.Duration
-	_, ref := ch.Run(context.WithValue(r.Context(), modelCallKey{}, true), cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
+	_, ref := k.runChain(context.WithValue(r.Context(), modelCallKey{}, true), ch, cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
 		ticket, mt, e := k.admitModel(ctx, int64(len(c.body)), c.maxTokens, c.choices, m.MaxTokens)
 		if e != nil {
 			k.refusal(e, "model/"+c.model)

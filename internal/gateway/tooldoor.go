@@ -259,7 +259,7 @@ func (k *keeper) callTool(ctx context.Context, p *mcp.CallToolParamsRaw) *mcp.Ca
 	}
 	var res *mcp.CallToolResult
 	outcome := "ok"
-	out, ref := ch.Run(ctx, cc, func(ctx context.Context, c *chain.Call) chain.Outcome {
+	out, ref := k.runChain(ctx, ch, cc, func(ctx context.Context, c *chain.Call) chain.Outcome {
 		// What is admitted and dispatched is what the interceptors left
 		// of the arguments.
 		res, outcome = k.admitAndDispatch(ctx, t, c.Arguments, agentContext, blk)

@@ -356,6 +356,7 @@ func TestToolDoorRunsThePolicysChain(t *testing.T) {
 	e := gatewaytest.Start(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1alpha1.RunAttempt) {
 		p := &ra.Spec.Policy
 		p.ResolvedChain = sampleChain()
+		p.AuthorityWait = &metav1.Duration{} // answer an outage at once (TestAnUnreachableAuthorityIsWaitedFor holds)
 		p.ToolServers = []v1alpha1.ToolServer{{Name: "tools", URL: u.srv.URL + toolserver.PathMCP}}
 		p.Tools = append(p.Tools, v1alpha1.Tool{Name: "search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tools"})
 	}})
@@ -496,8 +497,9 @@ type writerFunc func([]byte) (int, error)
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
 
 // Only a fail-closed interceptor whose authority is unreachable for now
-// (chain.ErrUnavailable) says to ask again; one that fails the same way on
-// every try — a plain error, a panic — refuses the call for good.
+// (chain.ErrUnavailable) says to ask again, once the policy's authorityWait
+// is over; one that fails the same way on every try — a plain error, a
+// panic — refuses the call for good, at once.
 func TestOnlyAnUnreachableAuthorityAsksAgain(t *testing.T) {
 	for _, c := range []struct {
 		name string
@@ -517,6 +519,7 @@ func TestOnlyAnUnreachableAuthorityAsksAgain(t *testing.T) {
 				p := &ra.Spec.Policy
 				p.ResolvedChain = []v1alpha1.ResolvedInterceptor{{Name: "check", Class: v1alpha1.ClassResource,
 					Phase: v1alpha1.InterceptorPre, Priority: 10, OnError: v1alpha1.PostureDeny}}
+				p.AuthorityWait = &metav1.Duration{Duration: 600 * time.Millisecond} // held, then answered
 				p.ToolServers = []v1alpha1.ToolServer{{Name: "tools", URL: u.srv.URL + toolserver.PathMCP}}
 				p.Tools = append(p.Tools, v1alpha1.Tool{Name: "search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tools"})
 			}})
@@ -528,4 +531,43 @@ func TestOnlyAnUnreachableAuthorityAsksAgain(t *testing.T) {
 			g.Expect(u.count("search")).To(BeZero())
 		})
 	}
+}
+
+// While a fail-closed interceptor's authority is unreachable the door holds
+// the call and checks again: once the authority is back the call is served,
+// once, and the client never saw the outage — on the tool door and the model
+// door (issue 30, item 6).
+func TestAnUnreachableAuthorityIsWaitedFor(t *testing.T) {
+	g := NewWithT(t)
+	u := startToolUpstream(t)
+	var tries atomic.Int32
+	down := atomic.Int32{}
+	down.Store(3) // the next three checks find the authority down
+	reg := chain.Registry{"quota": chain.Impl{Pre: func(context.Context, *chain.Call) error {
+		tries.Add(1)
+		if down.Add(-1) >= 0 {
+			return fmt.Errorf("%w: quota service: connection refused", chain.ErrUnavailable)
+		}
+		return nil
+	}}}
+	e := gatewaytest.Start(t, gatewaytest.Options{Interceptors: reg, Mutate: func(ra *v1alpha1.RunAttempt) {
+		p := &ra.Spec.Policy
+		p.ResolvedChain = []v1alpha1.ResolvedInterceptor{{Name: "quota", Class: v1alpha1.ClassResource,
+			Phase: v1alpha1.InterceptorPre, Priority: 10, OnError: v1alpha1.PostureDeny}}
+		p.ToolServers = []v1alpha1.ToolServer{{Name: "tools", URL: u.srv.URL + toolserver.PathMCP}}
+		p.Tools = append(p.Tools, v1alpha1.Tool{Name: "search", Risk: v1alpha1.RiskLow, Effect: v1alpha1.EffectNone, Server: "tools"})
+	}})
+	cs := connectDoor(t, e, gatewaytest.Token)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "search", Arguments: map[string]any{"q": "x"}})
+	g.Expect(err).NotTo(HaveOccurred())
+	g.Expect(res.IsError).To(BeFalse(), "held through the outage, then served: %s", resultText(res))
+	g.Expect(tries.Load()).To(Equal(int32(4)), "checked again until the authority answered")
+	g.Expect(u.count("search")).To(Equal(1), "dispatched once")
+	g.Expect(e.Metric("agentrun_gateway_authority_holds_total", map[string]string{"result": "recovered"})).To(Equal(1.0))
+
+	down.Store(2)
+	resp := e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, chat(gatewaytest.Model, ""))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "the model door holds the request too")
+	_ = resp.Body.Close()
+	g.Eventually(func() int64 { return e.Status().Usage.ModelRequests }).Should(Equal(int64(1)), "one request dispatched and counted")
 }

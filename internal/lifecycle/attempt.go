@@ -90,6 +90,7 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 			ApprovalTimeout:    p.Spec.ApprovalTimeout,
 			OnSecurityDegraded: p.Spec.OnSecurityDegraded.DeepCopy(),
 			Compression:        p.Spec.Compression.DeepCopy(),
+			AuthorityWait:      p.Spec.AuthorityWait,
 			Events:             eventRetention(p.Spec.Events),
 		}
 		if in.Previous != nil && !in.PolicyReady {
