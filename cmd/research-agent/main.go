@@ -74,6 +74,8 @@ func run(args []string) int {
 		"deprecated and ignored: the gateway coalesces fact writes (its --flush-interval)")
 	fs.StringVar(&allow, "http-allow", "",
 		"comma-separated hosts http.get may fetch (host, host:port, *.domain); empty allows none")
+	fs.BoolVar(&cfg.ObeyAdvice, "obey-advice", false,
+		"obey a reviewer's continue after proposing to finish (advice never extends the run: the operator stops it)")
 	fs.StringVar(&cfg.NotesPath, "notes-file", "", "append notes to this file (JSON lines); default in memory only")
 	fs.IntVar(&cfg.MaxRetries, "max-retries", 3,
 		"retries of a retryable provider error (each one a model request within the grant)")

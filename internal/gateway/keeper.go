@@ -665,7 +665,8 @@ func (k *keeper) viewLocked() gatewayapi.Attempt {
 		Policy:           spec.Policy.Name, Tools: slices.Clone(spec.Policy.Tools),
 		Chain: slices.Clone(spec.Policy.ResolvedChain), AutoApprove: slices.Clone(spec.Policy.AutoApprove),
 		Approvals: slices.Clone(spec.Approvals), AwaitingApproval: v1alpha1.ActionIDs(k.facts.awaiting),
-		Steps: k.facts.stepCount(), LastProgressStep: k.facts.lastProgressStep,
+		Advice: slices.Clone(k.facts.advice),
+		Steps:  k.facts.stepCount(), LastProgressStep: k.facts.lastProgressStep,
 		FinishProposed: k.facts.finishProposed, Publication: k.facts.publication,
 		Checkpoint: k.facts.checkpoint, Revision: k.rev,
 	}

@@ -1098,7 +1098,8 @@ func TestTerminatedIsAbsorbing(t *testing.T) {
 // TestAdviceNeverChangesTheDecision: advisory facts (reviewer, stop hook)
 // are recorded by the agent but never block, delay or extend a run.
 func TestAdviceNeverChangesTheDecision(t *testing.T) {
-	advice := []v1alpha1.Advice{{Source: reviewer, Kind: needsChanged, Count: 4}, {Source: "stop-hook", Kind: "Block", Count: 2}}
+	advice := []v1alpha1.Advice{{Source: reviewer, Kind: needsChanged, Count: 4}, {Source: "stop-hook", Kind: "Block", Count: 2},
+		{Source: reviewer, Kind: "Continue", Count: 1}}
 	for name, tc := range decideCases() {
 		if len(tc.in.Attempts) == 0 {
 			continue

@@ -382,7 +382,17 @@ func (a *Agent) Attempt() gatewayapi.Attempt {
 	v := a.view
 	v.Directives = slices.Clone(v.Directives)
 	v.Approvals = slices.Clone(v.Approvals)
+	v.Advice = slices.Clone(v.Advice)
 	return v
+}
+
+// Fetch reads the attempt's view from the gateway now (GET /self), rather
+// than as the watch last delivered it: what the agent just reported
+// (advice, steps) is in it.
+func (a *Agent) Fetch(ctx context.Context) (gatewayapi.Attempt, error) {
+	var v gatewayapi.Attempt
+	err := a.call(ctx, http.MethodGet, "/self", nil, &v)
+	return v, err
 }
 
 // Finalizing reports whether the run is Finalizing: only output work, from

@@ -268,6 +268,10 @@ type Attempt struct {
 	Approvals []v1alpha1.Approval `json:"approvals,omitempty"`
 	// AwaitingApproval lists the action ids the attempt waits on.
 	AwaitingApproval []string `json:"awaitingApproval,omitempty"`
+	// Advice is the advice recorded for the attempt (a reviewer's, a stop
+	// hook's), for an agent that wants to read it. It never changes a
+	// decision: only the operator ends, pauses or extends a run.
+	Advice []v1alpha1.Advice `json:"advice,omitempty"`
 	// Steps and LastProgressStep are the step counters.
 	Steps            int64 `json:"steps,omitempty"`
 	LastProgressStep int64 `json:"lastProgressStep,omitempty"`

@@ -30,6 +30,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/toolserver"
@@ -49,10 +50,13 @@ const interceptorTools = `tools:
 
 // interceptorWorld is newWorld (the sample chain: auth, rate_limit, redact,
 // audit) with the fake's two tools, and the fake's GET /calls URL.
-func interceptorWorld(name string) (*world, string) {
+func interceptorWorld(name string, mutate ...func(*v1.RuntimePolicy)) (*world, string) {
 	GinkgoHelper()
 	mcpURL, callsURL := startFakeTools(name, interceptorTools)
 	w := newWorld(func(p *v1.RuntimePolicy) {
+		for _, m := range mutate {
+			m(p)
+		}
 		p.Spec.ToolServers = []v1.ToolServer{{Name: "fake", URL: mcpURL}}
 		p.Spec.Tools = append(p.Spec.Tools,
 			v1.Tool{Name: "lookup", Server: "fake", Risk: v1.RiskLow, Effect: v1.EffectNone},
@@ -204,8 +208,35 @@ var _ = Describe("The policy's interceptor chain in the gateway", func() {
 		Expect(st.AuditLog).NotTo(BeEmpty())
 	})
 
-	It("fails closed on a security interceptor's error: a TokenReview outage dispatches nothing, with a reason, a fault and a metric, and the agent asks again", func() {
-		w, callsURL := interceptorWorld("auth-outage")
+	It("holds a call through a TokenReview outage, then serves it once: the agent never sees it", func() {
+		w, callsURL := interceptorWorld("auth-hold")
+		w.script("script", scriptAuthOutage)
+		w.run("hold", imageResearchAgent, agentArgs("script"), func(r *v1.ResearchRun) {
+			r.Spec.Gates.NoProgressLimit = 10
+		})
+		id := w.awaiting("hold", 1)
+		recovered := gatewayMetric("agentrun_gateway_authority_holds_total", `result="recovered"`)
+		st.APIFaults.FailNextTokenReviews(2)
+		DeferCleanup(func() { st.APIFaults.FailNextTokenReviews(0) })
+		w.approve("hold", id)
+
+		run := w.terminated("hold", v1.ReasonCompleted, v1.SettlementComplete)
+		total, qs := fakeCalls(callsURL, "lookup")
+		Expect(total).To(Equal(2))
+		Expect(qs).To(Equal([]string{"during-the-outage", "after-the-outage"}), "each call dispatched once")
+		Expect(gatewayMetric("agentrun_gateway_tool_calls_total", `namespace="`+w.ns+`"`, `tool="lookup"`, `outcome="refused"`)).
+			To(BeZero(), "the outage was held, not answered")
+		Expect(gatewayMetric("agentrun_gateway_authority_holds_total", `result="recovered"`) - recovered).To(BeNumerically(">=", 1))
+		for _, f := range w.attempt("hold", 1).Status.Faults {
+			Expect(f.Kind).NotTo(Equal("InterceptorFailed"), "no refusal, no fault")
+		}
+		ledgerConsistent(w, run)
+	})
+
+	It("with authorityWait 0s, fails closed on a security interceptor's error: a TokenReview outage dispatches nothing, with a reason, a fault and a metric, and the agent asks again", func() {
+		w, callsURL := interceptorWorld("auth-outage", func(p *v1.RuntimePolicy) {
+			p.Spec.AuthorityWait = &metav1.Duration{} // answer the outage at once
+		})
 		w.script("script", scriptAuthOutage)
 		w.run("outage", imageResearchAgent, agentArgs("script"), func(r *v1.ResearchRun) {
 			r.Spec.Gates.NoProgressLimit = 10

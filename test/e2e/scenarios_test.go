@@ -428,6 +428,29 @@ var _ = Describe("Research runs with the reference agent", func() {
 		ledgerConsistent(w, run)
 	})
 
+	It("ends an agent that obeys the reviewer's \"continue\" as the operator decides: Completed, like one that ignores it", func() {
+		// The same script, played by an agent that reads the advice on its
+		// attempt after finishing and plays on. Advice is inert: the
+		// termination owner completes the run at the finish all the same,
+		// and whatever the agent does after is refused or ends with it.
+		w := newWorld(nil)
+		w.script("script", scriptContinueAdvice)
+		w.run("obeyed", imageResearchAgent, append(paced("script"), "--obey-advice"), nil)
+		run := w.terminated("obeyed", v1.ReasonCompleted, v1.SettlementComplete)
+		Expect(w.phaseSequence("obeyed")).To(finishSequence)
+		Expect(w.attempts("obeyed")).To(Equal([]int{1}), "the continue neither extends the attempt nor starts another")
+		Expect(run.Status.Message).NotTo(ContainSubstring("Continue"))
+		Expect(w.attempt("obeyed", 1).Status.FinishProposed).To(BeTrue())
+		// The 5 turns after the finish that the continue asked for are not
+		// served: the run ended at the finish (notes.write is refused once
+		// it finalizes). Were advice to extend the run, all 5 would run.
+		Expect(run.Status.Budget.Used.ToolCalls).To(BeNumerically("<=", 3), "the continue was not honoured by the operator")
+		ledgerConsistent(w, run)
+		logs, err := kubectl("logs", "-n", w.ns, attemptName("obeyed", 1))
+		Expect(err).NotTo(HaveOccurred(), logs)
+		Expect(logs).To(ContainSubstring("Obeying a reviewer's continue after finish"), "the agent did obey: the test can fail")
+	})
+
 	It("settles what was published: Completed/Partial", func() {
 		w := newWorld(nil)
 		w.script("script", scriptPartial)

@@ -81,6 +81,13 @@ type Config struct {
 	// NotesPath, when set, is a file the notes are appended to (JSON lines).
 	NotesPath string
 
+	// ObeyAdvice makes the agent obey a reviewer's "continue" after it
+	// proposed to finish: it reads the advice on its attempt and plays on.
+	// Advice binds nobody else — the operator decides the run's end — so an
+	// obeying agent is stopped where an ignoring one stops (the story that
+	// proves advice inert, not only absent).
+	ObeyAdvice bool
+
 	// MaxRetries of a retryable provider error per request (default 3);
 	// each retry is a model request counted against the grant.
 	MaxRetries int
@@ -337,20 +344,33 @@ func (r *runner) loop(ctx context.Context) error {
 		r.step(ctx, progress)
 		r.checkpoint(ctx)
 		if resp.Finish {
-			if err := r.ag.ProposeFinish(ctx); err != nil {
-				return r.stopped(ctx)
-			}
-			// Advice after a finish (a reviewer's "continue") is recorded,
-			// never obeyed: it cannot extend the run.
+			// Advice on a finish (a reviewer's "continue") is recorded with
+			// it — the finish's write carries it, so the operator decides
+			// with the advice in hand — and cannot extend the run, whether
+			// the agent obeys it or not.
 			for _, a := range resp.Advice {
 				if err := r.ag.RecordAdvice(ctx, a.Source, a.Kind); err != nil {
 					r.log.Error(err, "Could not record advice")
 				}
 			}
+			if err := r.ag.ProposeFinish(ctx); err != nil {
+				return r.stopped(ctx)
+			}
+			if r.cfg.ObeyAdvice && r.adviceSaysContinue(ctx) {
+				r.log.Info("Obeying a reviewer's continue after finish; the operator decides whether it counts")
+				continue
+			}
 			break
 		}
 	}
 	return r.finalize(ctx)
+}
+
+// adviceSaysContinue says whether the advice on the attempt, as the
+// gateway holds it now, asks to go on.
+func (r *runner) adviceSaysContinue(ctx context.Context) bool {
+	v, err := r.ag.Fetch(ctx)
+	return err == nil && slices.ContainsFunc(v.Advice, func(a v1alpha1.Advice) bool { return a.Kind == "Continue" })
 }
 
 // handle decides what a model request's error means for the loop: done
