@@ -499,8 +499,18 @@ func (r report) write(out string) error {
 	if r.ToolDoor != nil {
 		r.ToolDoor.markdown(&b)
 	}
+	// Sections measured by Go benchmarks, not by this program, follow
+	// keptMarker in the page: they are kept as they are.
+	if old, err := os.ReadFile(out + ".md"); err == nil {
+		if i := strings.Index(string(old), keptMarker); i >= 0 {
+			b.WriteString("\n" + string(old[i:]))
+		}
+	}
 	return os.WriteFile(out+".md", []byte(b.String()), 0o644)
 }
+
+// keptMarker starts the part of the page this program does not write.
+const keptMarker = "<!-- kept by make bench-gateway: sections measured by Go benchmarks -->"
 
 func (r report) writeModel(b *strings.Builder) {
 	fmt.Fprintf(b, "## The model door (OpenAI-compatible, `/v1`)\n\n")
