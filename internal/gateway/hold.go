@@ -35,6 +35,15 @@ import (
 // SDK, @openai/agents, curl — gets what only the Go SDK's own loop gave
 // before. A veto, a plain error or a panic is not held: it would fail the
 // same way again.
+//
+// A call with a side effect (a Write or External tool) is not held: it is
+// answered at once, as before, and its client asks again. A held call
+// outlives a client that gives up only as long as its request does, but an
+// MCP session's call may not end with its HTTP request, and an agent that
+// moved on (or an attempt that died and was replaced) must never have a
+// stray effect land behind it: the chaos suite's API-server restart showed
+// a held ticket filed twice. A stray read or model request costs only its
+// count.
 
 // DefaultAuthorityWait is the hold when the policy sets no authorityWait.
 const DefaultAuthorityWait = 30 * time.Second
@@ -67,6 +76,12 @@ func holdBackoff(n int) time.Duration {
 	return d
 }
 
+// holdsFor says whether a call may be held at all: a model request or a
+// tool call without side effects.
+func holdsFor(cc *chain.Call) bool {
+	return cc.Kind != chain.KindTool || cc.Effect == "" || cc.Effect == v1alpha1.EffectNone
+}
+
 // holdable says whether a refusal is one to hold the call on: a fail-closed
 // interceptor's authority unreachable, before anything was dispatched.
 func holdable(ref *chain.Refusal) bool {
@@ -79,7 +94,10 @@ func holdable(ref *chain.Refusal) bool {
 func (k *keeper) runChain(ctx context.Context, ch *chain.Chain, cc *chain.Call,
 	dispatch func(context.Context, *chain.Call) chain.Outcome) (chain.Outcome, *chain.Refusal) {
 	k.mu.Lock()
-	end := k.g.clock.Now().Add(authorityWait(k.obj.Spec, k.g.clock.Now(), k.g.opts.MinCallTime))
+	end := k.g.clock.Now()
+	if holdsFor(cc) {
+		end = end.Add(authorityWait(k.obj.Spec, k.g.clock.Now(), k.g.opts.MinCallTime))
+	}
 	k.mu.Unlock()
 	held := false
 	for n := 0; ; n++ {

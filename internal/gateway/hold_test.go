@@ -55,4 +55,10 @@ func TestHoldBackoffAndHoldable(t *testing.T) {
 	g.Expect(holdable(&chain.Refusal{Err: unavailable, Veto: true})).To(BeFalse())
 	g.Expect(holdable(&chain.Refusal{Err: errors.New("bad arguments")})).To(BeFalse(), "it would fail the same way again")
 	g.Expect(holdable(nil)).To(BeFalse())
+
+	g.Expect(holdsFor(&chain.Call{Kind: chain.KindModel})).To(BeTrue())
+	g.Expect(holdsFor(&chain.Call{Kind: chain.KindTool, Effect: v1alpha1.EffectNone})).To(BeTrue())
+	g.Expect(holdsFor(&chain.Call{Kind: chain.KindTool, Effect: v1alpha1.EffectExternal})).To(BeFalse(),
+		"a side effect is answered at once: a stray held effect must never land behind an agent that moved on")
+	g.Expect(holdsFor(&chain.Call{Kind: chain.KindTool, Effect: v1alpha1.EffectWrite})).To(BeFalse())
 }
