@@ -62,6 +62,11 @@ type Turn struct {
 	Tools []ToolCall `json:"tools,omitempty"`
 	// Tokens is the request's total usage (prompt plus completion).
 	Tokens int64 `json:"tokens,omitempty"`
+	// CachedTokens and ReasoningTokens are the parts of the prompt read
+	// from the cache and of the completion spent reasoning, reported as
+	// usage details (0: none reported).
+	CachedTokens    int64 `json:"cachedTokens,omitempty"`
+	ReasoningTokens int64 `json:"reasoningTokens,omitempty"`
 	// Error answers with an error instead.
 	Error *Error `json:"error,omitempty"`
 }
@@ -114,6 +119,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.chat(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
+		s.responses(w, r)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"fake","object":"model","created":0,"owned_by":"agentrun"}]}`)
@@ -160,25 +167,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		turn = defaultTurn(req, len(body))
 	}
 	if e := turn.Error; e != nil {
-		status := e.Status
-		if status == 0 {
-			status = http.StatusBadRequest
-			if e.Retryable {
-				status = http.StatusTooManyRequests
-			}
-		}
-		if e.RetryAfterSeconds > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds))
-		}
-		code := e.Code
-		if code == "" {
-			code = "scripted_error"
-		}
-		msg := e.Message
-		if msg == "" {
-			msg = "injected by the script"
-		}
-		writeErr(w, status, code, msg)
+		writeTurnError(w, e)
 		return
 	}
 	maxTokens := req.MaxCompletionTokens
@@ -191,6 +180,12 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		completion = maxTokens
 	}
 	u := usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+	if turn.CachedTokens > 0 {
+		u.PromptDetails = &tokenDetails{CachedTokens: min(turn.CachedTokens, prompt)}
+	}
+	if turn.ReasoningTokens > 0 {
+		u.CompletionDetails = &tokenDetails{ReasoningTokens: min(turn.ReasoningTokens, completion)}
+	}
 	id := fmt.Sprintf("chatcmpl-%d", s.Requests.Load())
 	if req.Stream {
 		s.stream(w, req, turn, u, id)
@@ -289,9 +284,16 @@ func chunks(s string, n int) []string {
 }
 
 type usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens      int64         `json:"prompt_tokens"`
+	CompletionTokens  int64         `json:"completion_tokens"`
+	TotalTokens       int64         `json:"total_tokens"`
+	PromptDetails     *tokenDetails `json:"prompt_tokens_details,omitempty"`
+	CompletionDetails *tokenDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type tokenDetails struct {
+	CachedTokens    int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
 }
 
 type message struct {
@@ -321,6 +323,29 @@ func wireCall(tc ToolCall, index *int) toolCall {
 	raw, _ := json.Marshal(args)
 	out.Function.Arguments = string(raw)
 	return out
+}
+
+// writeTurnError answers with a scripted error.
+func writeTurnError(w http.ResponseWriter, e *Error) {
+	status := e.Status
+	if status == 0 {
+		status = http.StatusBadRequest
+		if e.Retryable {
+			status = http.StatusTooManyRequests
+		}
+	}
+	if e.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds))
+	}
+	code := e.Code
+	if code == "" {
+		code = "scripted_error"
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = "injected by the script"
+	}
+	writeErr(w, status, code, msg)
 }
 
 func writeErr(w http.ResponseWriter, status int, code, msg string) {
