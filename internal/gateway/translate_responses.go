@@ -1,0 +1,35 @@
+/*
+Copyright 2026.
+
+Licensed under the Apache License, Version 2.0 (the "License");
+you may not use this file except in compliance with the License.
+You may obtain a copy of the License at
+
+    http://www.apache.org/licenses/LICENSE-2.0
+
+Unless required by applicable law or agreed to in writing, software
+distributed under the License is distributed on an "AS IS" BASIS,
+WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+See the License for the specific language governing permissions and
+limitations under the License.
+*/
+
+package gateway
+
+import (
+	"context"
+)
+
+// responsesTranslation is a Responses request translated to chat completions.
+type responsesTranslation struct {
+	chat []byte
+}
+
+func (t *responsesTranslation) size() int { return len(t.chat) }
+
+func translateResponses(c *responsesRequest) (*responsesTranslation, *apiError) {
+	return nil, errInvalid(fieldModel, "model "+c.model+" is served by a chat completions provider: "+
+		"the Responses door does not translate to it yet")
+}
+
+func (x *exchange) forwardTranslated(_ context.Context, _ *responsesTranslation, _ int64, _ string) {}
