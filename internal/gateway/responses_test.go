@@ -24,6 +24,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/gomega"
 
@@ -237,4 +238,135 @@ func TestResponsesDoorRefusesAnAnthropicProviderNamingIt(t *testing.T) {
 	g.Expect(eb.Param).To(Equal("model"))
 	g.Expect(eb.Message).To(ContainSubstring("AnthropicMessages"))
 	g.Expect(rec.bodies).To(BeEmpty())
+}
+
+// The OpenAI Agents SDK's second turn: instructions, the user's message, the
+// model's reasoning and function call, and the call's output.
+const roundTrip = `,"instructions":"be brief","input":[` +
+	`{"role":"user","content":[{"type":"input_text","text":"weather?"}]},` +
+	`{"type":"reasoning","id":"rs_1","summary":[],"encrypted_content":"opaque"},` +
+	`{"type":"function_call","id":"fc_1","call_id":"call_1","name":"weather","arguments":"{\"city\":\"Paris\"}"},` +
+	`{"type":"function_call_output","call_id":"call_1","output":"sunny"}],` +
+	`"tools":[{"type":"function","name":"weather","description":"the weather","parameters":{"type":"object"},"strict":true}],` +
+	`"tool_choice":"auto","store":false,"include":["reasoning.encrypted_content"],"max_output_tokens":50`
+
+func translatedBody(extra string) []byte { return []byte(`{"model":"` + gatewaytest.Model + `"` + extra + `}`) }
+
+func TestResponsesDoorTranslatesToAChatProvider(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, nil)
+	resp := e.Do(http.MethodPost, responsesPath, gatewaytest.Token, translatedBody(roundTrip+
+		`,"agentrun_scripted":{"say":"It is sunny.","tools":[{"id":"call_2","name":"weather","arguments":{"city":"Rome"}}],`+
+		`"tokens":40,"cachedTokens":8,"reasoningTokens":3}`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	var out map[string]any
+	g.Expect(json.NewDecoder(resp.Body).Decode(&out)).To(Succeed())
+	g.Expect(out).To(And(HaveKeyWithValue("object", "response"), HaveKeyWithValue("status", "completed"),
+		HaveKeyWithValue("id", HavePrefix("resp_")), HaveKeyWithValue("store", false)))
+	g.Expect(out["output"]).To(ConsistOf(
+		And(HaveKeyWithValue("type", "message"), HaveKeyWithValue("content",
+			ConsistOf(And(HaveKeyWithValue("type", "output_text"), HaveKeyWithValue("text", "It is sunny."))))),
+		And(HaveKeyWithValue("type", "function_call"), HaveKeyWithValue("call_id", "call_2"),
+			HaveKeyWithValue("name", "weather"), HaveKeyWithValue("arguments", `{"city":"Rome"}`))))
+	g.Expect(out["usage"]).To(And(HaveKeyWithValue("input_tokens", BeNumerically("==", 20)),
+		HaveKeyWithValue("output_tokens", BeNumerically("==", 20)), HaveKeyWithValue("total_tokens", BeNumerically("==", 40)),
+		HaveKeyWithValue("input_tokens_details", HaveKeyWithValue("cached_tokens", BeNumerically("==", 8))),
+		HaveKeyWithValue("output_tokens_details", HaveKeyWithValue("reasoning_tokens", BeNumerically("==", 3)))))
+
+	sent, auth := rec.last()
+	g.Expect(auth).To(Equal("Bearer sk-provider-secret"))
+	g.Expect(sent).To(HaveKeyWithValue("max_tokens", BeNumerically("==", 50)))
+	g.Expect(sent).NotTo(HaveKey("input"))
+	g.Expect(sent).NotTo(HaveKey("store"))
+	g.Expect(sent["messages"]).To(Equal([]any{
+		map[string]any{"role": "system", "content": "be brief"},
+		map[string]any{"role": "user", "content": "weather?"},
+		map[string]any{"role": "assistant", "content": nil, "tool_calls": []any{map[string]any{"id": "call_1", "type": "function",
+			"function": map[string]any{"name": "weather", "arguments": `{"city":"Paris"}`}}}},
+		map[string]any{"role": "tool", "tool_call_id": "call_1", "content": "sunny"},
+	}), "the reasoning item is dropped; the function call and its output become a tool call and a tool message")
+	g.Expect(sent["tools"]).To(Equal([]any{map[string]any{"type": "function", "function": map[string]any{
+		"name": "weather", "description": "the weather", "parameters": map[string]any{"type": "object"}, "strict": true}}}))
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).
+		Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 40}))
+}
+
+// sseEvents reads a Responses event stream: each event's data.
+func sseEvents(g Gomega, r io.Reader) []map[string]any {
+	raw, err := io.ReadAll(r)
+	g.Expect(err).NotTo(HaveOccurred())
+	var out []map[string]any
+	for block := range strings.SplitSeq(strings.TrimSpace(string(raw)), "\n\n") {
+		lines := strings.Split(block, "\n")
+		g.Expect(lines).To(HaveLen(2), block)
+		typ, _ := strings.CutPrefix(lines[0], "event: ")
+		var ev map[string]any
+		g.Expect(json.Unmarshal([]byte(strings.TrimPrefix(lines[1], "data: ")), &ev)).To(Succeed())
+		g.Expect(ev).To(HaveKeyWithValue("type", typ), "the event line names the data's type")
+		out = append(out, ev)
+	}
+	return out
+}
+
+func TestResponsesDoorTranslatesAChatStreamToResponsesEvents(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := modelEnv(t, nil)
+	resp := e.Do(http.MethodPost, responsesPath, gatewaytest.Token, translatedBody(roundTrip+`,"stream":true,`+
+		`"agentrun_scripted":{"think":"hmm","say":"It is sunny in Paris.","tools":[{"id":"call_2","name":"weather",`+
+		`"arguments":{"city":"Rome"}}],"tokens":30,"cachedTokens":4}`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(resp.Header.Get("Content-Type")).To(HavePrefix("text/event-stream"))
+	evs := sseEvents(g, resp.Body)
+	_ = resp.Body.Close()
+	var types []string
+	text, args := "", ""
+	for i, ev := range evs {
+		g.Expect(ev["sequence_number"]).To(BeNumerically("==", i))
+		types = append(types, ev["type"].(string))
+		switch ev["type"] {
+		case "response.output_text.delta":
+			text += ev["delta"].(string)
+		case "response.function_call_arguments.delta":
+			args += ev["delta"].(string)
+		}
+	}
+	g.Expect(text).To(Equal("It is sunny in Paris."))
+	g.Expect(args).To(Equal(`{"city":"Rome"}`))
+	g.Expect(types[:2]).To(Equal([]string{"response.created", "response.in_progress"}))
+	g.Expect(types).To(ContainElements("response.reasoning_text.delta", "response.content_part.added",
+		"response.output_text.done", "response.content_part.done", "response.function_call_arguments.done",
+		"response.output_item.done"))
+	last := evs[len(evs)-1]
+	g.Expect(last["type"]).To(Equal("response.completed"))
+	r := last["response"].(map[string]any)
+	g.Expect(r["output"]).To(HaveLen(3), "reasoning, message, function_call")
+	g.Expect(r["output"].([]any)[2]).To(And(HaveKeyWithValue("type", "function_call"), HaveKeyWithValue("call_id", "call_2"),
+		HaveKeyWithValue("arguments", `{"city":"Rome"}`)))
+	g.Expect(r["usage"]).To(And(HaveKeyWithValue("total_tokens", BeNumerically("==", 30)),
+		HaveKeyWithValue("input_tokens_details", HaveKeyWithValue("cached_tokens", BeNumerically("==", 4)))))
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).
+		Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 30}))
+}
+
+func TestResponsesDoorRefusesWhatAChatProviderCannotDoNamingIt(t *testing.T) {
+	g := NewWithT(t)
+	e, rec := modelEnv(t, nil)
+	for _, c := range []struct{ extra, param, says string }{
+		{`,"input":"hi","previous_response_id":"resp_1"`, "previous_response_id", "keeps no responses"},
+		{`,"input":"hi","conversation":"conv_1"`, "conversation", "keeps no conversations"},
+		{`,"input":"hi","tools":[{"type":"web_search"}]`, "tools[0].type", `"web_search"`},
+		{`,"input":[{"role":"user","content":[{"type":"input_file","file_id":"f"}]}]`, "input[0].content[0].type", `"input_file"`},
+		{`,"input":"hi","background":true`, "background", "background"},
+		{`,"input":[{"type":"item_reference","id":"msg_1"}]`, "input[0].type", "item_reference"},
+		{`,"input":"hi","Messages":[]`, "Messages", `"messages"`},
+	} {
+		resp := e.Do(http.MethodPost, responsesPath, gatewaytest.Token, translatedBody(c.extra))
+		g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), c.extra)
+		g.Expect(resp.Header.Get(gatewayapi.HeaderShouldRetry)).To(Equal("false"))
+		eb := errorBody(g, resp)
+		g.Expect(eb.Param).To(Equal(c.param), c.extra)
+		g.Expect(eb.Message).To(ContainSubstring(c.says), c.extra)
+	}
+	g.Expect(rec.bodies).To(BeEmpty(), "nothing was dispatched")
+	g.Consistently(func() int64 { return e.Status().Usage.ModelRequests }, 100*time.Millisecond).Should(BeZero())
 }
