@@ -63,8 +63,8 @@ type responsesRequest struct {
 // reads or rewrites, passed through or translated: a folded twin of one is
 // refused (refuseFoldedKeys).
 var responsesControlled = []string{
-	fieldModel, "stream", fieldMaxOutputTokens, "input", "instructions", "tools", "tool_choice", "text", "reasoning",
-	"temperature", "top_p", "parallel_tool_calls", "store", "previous_response_id", "conversation", "background", "include",
+	fieldModel, fieldStream, fieldMaxOutputTokens, "input", fieldInstructions, fieldTools, fieldToolChoice, argText, itemReasoning,
+	fieldTemperature, fieldTopP, fieldParallelToolCalls, fieldStore, fieldPreviousResponseID, "conversation", fieldBackground, "include",
 }
 
 // parseResponses reads and checks a Responses request.
@@ -86,8 +86,8 @@ func parseResponses(r *http.Request) (*responsesRequest, *apiError) {
 	if err := json.Unmarshal(c.fields[fieldModel], &c.model); err != nil || c.model == "" {
 		return nil, errInvalid(fieldModel, "model is required: a string naming one of the models the run's policy serves")
 	}
-	if raw, ok := c.fields["stream"]; ok && string(raw) != jsonNull && json.Unmarshal(raw, &c.stream) != nil {
-		return nil, errInvalid("stream", "stream must be a boolean")
+	if raw, ok := c.fields[fieldStream]; ok && string(raw) != jsonNull && json.Unmarshal(raw, &c.stream) != nil {
+		return nil, errInvalid(fieldStream, "stream must be a boolean")
 	}
 	if raw, ok := c.fields[fieldMaxOutputTokens]; ok && string(raw) != jsonNull {
 		if json.Unmarshal(raw, &c.maxTokens) != nil || c.maxTokens < 1 {
@@ -102,12 +102,12 @@ func parseResponses(r *http.Request) (*responsesRequest, *apiError) {
 func (c *responsesRequest) conversation() []json.RawMessage {
 	var msgs []json.RawMessage
 	var s string
-	if json.Unmarshal(c.fields["instructions"], &s) == nil && s != "" {
-		m, _ := json.Marshal(map[string]string{"role": "system", "content": s})
+	if json.Unmarshal(c.fields[fieldInstructions], &s) == nil && s != "" {
+		m, _ := json.Marshal(map[string]string{keyRole: roleSystem, argContent: s})
 		msgs = append(msgs, m)
 	}
 	if json.Unmarshal(c.fields["input"], &s) == nil {
-		m, _ := json.Marshal(map[string]string{"role": "user", "content": s})
+		m, _ := json.Marshal(map[string]string{keyRole: roleUser, argContent: s})
 		return append(msgs, m)
 	}
 	var items []json.RawMessage
@@ -254,7 +254,7 @@ func (x *exchange) forwardResponses(rctx context.Context, out []byte, key string
 		x.done = g.clock.Now()
 		outcome := "ok"
 		if !reported {
-			outcome = "stream_cut"
+			outcome = outcomeStreamCut
 		}
 		x.count(outcome, tokens, reported)
 	}
@@ -279,7 +279,7 @@ func (x *exchange) readAnswer(resp *http.Response) (raw []byte, answered bool, r
 
 // responsesEnd are the events that end a Responses stream; the first three
 // carry the response, with its usage.
-var responsesEnd = map[string]bool{"response.completed": true, "response.incomplete": true, "response.failed": true, "error": true}
+var responsesEnd = map[string]bool{evCompleted: true, evIncomplete: true, "response.failed": true, keyError: true}
 
 // relayResponses copies a Responses event stream to the client unchanged, as
 // it comes, reading the usage of the response its last event carries. A
@@ -354,7 +354,7 @@ func (g *Gateway) relayResponses(w http.ResponseWriter, resp *http.Response, k *
 				if open {
 					write([]byte("\n"))
 				}
-				write(responsesErrorEvent(seq+1, "stream_cut", fmt.Sprintf(
+				write(responsesErrorEvent(seq+1, outcomeStreamCut, fmt.Sprintf(
 					"the provider of model %q ended the stream before the response completed (%v); the request is counted, "+
 						"with its token reservation charged", model, err)))
 			}
@@ -368,6 +368,6 @@ func (g *Gateway) relayResponses(w http.ResponseWriter, resp *http.Response, k *
 
 // responsesErrorEvent is the Responses API's error event.
 func responsesErrorEvent(seq int64, code, msg string) []byte {
-	data, _ := json.Marshal(map[string]any{"type": "error", "code": code, "message": msg, "param": nil, "sequence_number": seq})
+	data, _ := json.Marshal(map[string]any{jsonType: keyError, labelCode: code, itemMessage: msg, "param": nil, "sequence_number": seq})
 	return fmt.Appendf(nil, "event: error\ndata: %s\n\n", data)
 }

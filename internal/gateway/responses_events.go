@@ -21,6 +21,48 @@ import (
 	"strings"
 )
 
+// Wire names of the Responses API and chat completions.
+const (
+	fieldTools              = "tools"
+	fieldToolChoice         = "tool_choice"
+	keyStatus               = "status"
+	fieldStore              = "store"
+	keyRole                 = "role"
+	roleUser                = "user"
+	fieldMetadata           = "metadata"
+	fieldTopP               = "top_p"
+	roleTool                = "tool"
+	keyResponse             = "response"
+	keyLogprobs             = "logprobs"
+	keyItemID               = "item_id"
+	keyOutputIndex          = "output_index"
+	keyContentIndex         = "content_index"
+	keyDelta                = "delta"
+	itemFunctionCall        = "function_call"
+	evCompleted             = "response.completed"
+	evIncomplete            = "response.incomplete"
+	itemMessage             = "message"
+	itemReasoning           = "reasoning"
+	roleAssistant           = "assistant"
+	fieldInstructions       = "instructions"
+	fieldBackground         = "background"
+	fieldPreviousResponseID = "previous_response_id"
+	fieldTemperature        = "temperature"
+	valueAuto               = "auto"
+	fieldParallelToolCalls  = "parallel_tool_calls"
+	typeFunction            = "function"
+	keyName                 = "name"
+	formatJSONSchema        = "json_schema"
+	keyArguments            = "arguments"
+	partOutputText          = "output_text"
+	keyError                = "error"
+	statusIncomplete        = "incomplete"
+	keyAnnotations          = "annotations"
+	outcomeStreamCut        = "stream_cut"
+	roleSystem              = "system"
+	fieldStream             = "stream"
+)
+
 // The run's stream events of a Responses answer: the answer is read as the
 // chat completion (or chunk) it amounts to and given to the same translator
 // as the chat door's (openai.Translator), so the run stream shows the same
@@ -43,7 +85,7 @@ type chunkDelta struct {
 }
 
 func asChunk(d chunkDelta, finish string) []byte {
-	c := map[string]any{"index": 0, "delta": d}
+	c := map[string]any{"index": 0, keyDelta: d}
 	if finish != "" {
 		c["finish_reason"] = finish
 	}
@@ -85,7 +127,7 @@ func responseEventAsChunk(payload []byte) []byte {
 	case "response.reasoning_summary_text.delta", "response.reasoning_text.delta":
 		return asChunk(chunkDelta{ReasoningContent: ev.Delta}, "")
 	case "response.output_item.added":
-		if ev.Item == nil || ev.Item.Type != "function_call" {
+		if ev.Item == nil || ev.Item.Type != itemFunctionCall {
 			return nil
 		}
 		c := chunkCall{Index: ev.OutputIndex, ID: ev.Item.CallID}
@@ -95,7 +137,7 @@ func responseEventAsChunk(payload []byte) []byte {
 		c := chunkCall{Index: ev.OutputIndex}
 		c.Function.Arguments = ev.Delta
 		return asChunk(chunkDelta{ToolCalls: []chunkCall{c}}, "")
-	case "response.completed", "response.incomplete", "response.failed":
+	case evCompleted, evIncomplete, "response.failed":
 		return asChunk(chunkDelta{}, "stop")
 	}
 	return nil
@@ -113,24 +155,24 @@ func responseAsCompletion(raw []byte) []byte {
 	var calls []chunkCall
 	for i, it := range r.Output {
 		switch it.Type {
-		case "message":
+		case itemMessage:
 			for _, p := range it.Content {
 				text.WriteString(p.Text + p.Refusal)
 			}
-		case "reasoning":
+		case itemReasoning:
 			for _, p := range it.Summary {
 				reasoning.WriteString(p.Text)
 			}
-		case "function_call":
+		case itemFunctionCall:
 			c := chunkCall{Index: i, ID: it.CallID}
 			c.Function.Name, c.Function.Arguments = it.Name, it.Arguments
 			calls = append(calls, c)
 		}
 	}
-	msg := map[string]any{"role": "assistant", "content": text.String(), "reasoning_content": reasoning.String()}
+	msg := map[string]any{keyRole: roleAssistant, argContent: text.String(), "reasoning_content": reasoning.String()}
 	if len(calls) > 0 {
 		msg["tool_calls"] = calls
 	}
-	out, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, "message": msg}}})
+	out, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, itemMessage: msg}}})
 	return out
 }

@@ -250,7 +250,9 @@ const roundTrip = `,"instructions":"be brief","input":[` +
 	`"tools":[{"type":"function","name":"weather","description":"the weather","parameters":{"type":"object"},"strict":true}],` +
 	`"tool_choice":"auto","store":false,"include":["reasoning.encrypted_content"],"max_output_tokens":50`
 
-func translatedBody(extra string) []byte { return []byte(`{"model":"` + gatewaytest.Model + `"` + extra + `}`) }
+func translatedBody(extra string) []byte {
+	return []byte(`{"model":"` + gatewaytest.Model + `"` + extra + `}`)
+}
 
 func TestResponsesDoorTranslatesToAChatProvider(t *testing.T) {
 	g := NewWithT(t)

@@ -67,12 +67,12 @@ func (t *responsesTranslation) size() int {
 // responsesIgnored are Responses fields a translation reads nothing of
 // (see above); responsesSame pass to chat under the same name.
 var (
-	responsesIgnored = []string{"store", "include", "metadata", "client_metadata", "stream_options", "truncation", "background",
-		"previous_response_id", "conversation", "prompt", "max_tool_calls", "top_logprobs"}
-	responsesSame = []string{"temperature", "top_p", "user", "safety_identifier", "service_tier", "prompt_cache_key"}
+	responsesIgnored = []string{fieldStore, "include", fieldMetadata, "client_metadata", "stream_options", "truncation", fieldBackground,
+		fieldPreviousResponseID, "conversation", "prompt", "max_tool_calls", "top_logprobs"}
+	responsesSame = []string{fieldTemperature, fieldTopP, roleUser, "safety_identifier", "service_tier", "prompt_cache_key"}
 	// chatWritten are the fields of the chat request a translation writes.
-	chatWritten = append(slices.Clone(chatControlled), "tools", "tool_choice", "parallel_tool_calls", "response_format",
-		"verbosity", "reasoning_effort", "temperature", "top_p", "user", "safety_identifier", "service_tier", "prompt_cache_key")
+	chatWritten = append(slices.Clone(chatControlled), fieldTools, fieldToolChoice, fieldParallelToolCalls, "response_format",
+		"verbosity", "reasoning_effort", fieldTemperature, fieldTopP, roleUser, "safety_identifier", "service_tier", "prompt_cache_key")
 )
 
 func set(raw json.RawMessage) bool { return len(raw) > 0 && string(raw) != jsonNull }
@@ -88,23 +88,23 @@ func translateResponses(c *responsesRequest) (*responsesTranslation, *apiError) 
 	f := c.fields
 	t := &responsesTranslation{req: c, chat: map[string]json.RawMessage{}, echo: map[string]json.RawMessage{}}
 	var s string
-	if raw := f["previous_response_id"]; set(raw) && !(json.Unmarshal(raw, &s) == nil && s == "") {
-		return nil, errInvalid("previous_response_id", "previous_response_id is refused: the model's provider speaks chat "+
+	if raw := f[fieldPreviousResponseID]; set(raw) && (json.Unmarshal(raw, &s) != nil || s != "") {
+		return nil, errInvalid(fieldPreviousResponseID, "previous_response_id is refused: the model's provider speaks chat "+
 			"completions and keeps no responses, nor does the gateway; send the whole conversation as input")
 	}
 	if set(f["conversation"]) {
 		return nil, errInvalid("conversation", "conversation is refused: the model's provider speaks chat completions and keeps "+
 			"no conversations, nor does the gateway; send the whole conversation as input")
 	}
-	if string(f["background"]) == "true" {
-		return nil, refuse("background", "background: true (a response the provider runs and stores)")
+	if string(f[fieldBackground]) == "true" {
+		return nil, refuse(fieldBackground, "background: true (a response the provider runs and stores)")
 	}
 	for _, name := range []string{"prompt", "max_tool_calls", "top_logprobs"} {
 		if set(f[name]) {
 			return nil, refuse(name, name)
 		}
 	}
-	if json.Unmarshal(f["truncation"], &s) == nil && s == "auto" {
+	if json.Unmarshal(f["truncation"], &s) == nil && s == valueAuto {
 		return nil, refuse("truncation", `truncation "auto"`)
 	}
 	var include []string
@@ -129,7 +129,7 @@ func translateResponses(c *responsesRequest) (*responsesTranslation, *apiError) 
 			t.chat[name] = f[name]
 		}
 	}
-	msgs, e := translateInput(f["instructions"], f["input"])
+	msgs, e := translateInput(f[fieldInstructions], f["input"])
 	if e != nil {
 		return nil, e
 	}
@@ -143,11 +143,11 @@ func translateResponses(c *responsesRequest) (*responsesTranslation, *apiError) 
 	var reasoning struct {
 		Effort json.RawMessage `json:"effort"`
 	}
-	if json.Unmarshal(f["reasoning"], &reasoning) == nil && set(reasoning.Effort) {
+	if json.Unmarshal(f[itemReasoning], &reasoning) == nil && set(reasoning.Effort) {
 		t.chat["reasoning_effort"] = reasoning.Effort
 	}
-	for _, name := range []string{"instructions", "tools", "tool_choice", "text", "reasoning", "temperature", "top_p",
-		"parallel_tool_calls", "metadata"} {
+	for _, name := range []string{fieldInstructions, fieldTools, fieldToolChoice, argText, itemReasoning, fieldTemperature, fieldTopP,
+		fieldParallelToolCalls, fieldMetadata} {
 		if set(f[name]) {
 			t.echo[name] = f[name]
 		}
@@ -159,50 +159,50 @@ func translateResponses(c *responsesRequest) (*responsesTranslation, *apiError) 
 func (t *responsesTranslation) tools() *apiError {
 	f := t.req.fields
 	var tools []map[string]json.RawMessage
-	if set(f["tools"]) && json.Unmarshal(f["tools"], &tools) != nil {
-		return errInvalid("tools", "tools must be an array of tool objects")
+	if set(f[fieldTools]) && json.Unmarshal(f[fieldTools], &tools) != nil {
+		return errInvalid(fieldTools, "tools must be an array of tool objects")
 	}
 	out := make([]map[string]any, 0, len(tools))
 	for i, tool := range tools {
 		var typ string
-		_ = json.Unmarshal(tool["type"], &typ)
-		if typ != "function" {
+		_ = json.Unmarshal(tool[jsonType], &typ)
+		if typ != typeFunction {
 			return refuse(fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("tool type %q (a tool the Responses provider runs itself)", typ))
 		}
 		fn := map[string]json.RawMessage{}
-		for _, k := range []string{"name", "description", "parameters", "strict"} {
+		for _, k := range []string{keyName, "description", "parameters", "strict"} {
 			if set(tool[k]) {
 				fn[k] = tool[k]
 			}
 		}
-		out = append(out, map[string]any{"type": "function", "function": fn})
+		out = append(out, map[string]any{jsonType: typeFunction, typeFunction: fn})
 	}
 	if len(out) > 0 {
-		t.chat["tools"], _ = json.Marshal(out)
-		if set(f["parallel_tool_calls"]) {
-			t.chat["parallel_tool_calls"] = f["parallel_tool_calls"]
+		t.chat[fieldTools], _ = json.Marshal(out)
+		if set(f[fieldParallelToolCalls]) {
+			t.chat[fieldParallelToolCalls] = f[fieldParallelToolCalls]
 		}
 	}
-	raw := f["tool_choice"]
+	raw := f[fieldToolChoice]
 	if !set(raw) {
 		return nil
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		if s != "auto" && s != "none" && s != "required" {
-			return errInvalid("tool_choice", `tool_choice must be "auto", "none", "required" or a function`)
+		if s != valueAuto && s != "none" && s != "required" {
+			return errInvalid(fieldToolChoice, `tool_choice must be "auto", "none", "required" or a function`)
 		}
-		t.chat["tool_choice"] = raw
+		t.chat[fieldToolChoice] = raw
 		return nil
 	}
 	var choice struct {
 		Type string `json:"type"`
 		Name string `json:"name"`
 	}
-	if json.Unmarshal(raw, &choice) != nil || choice.Type != "function" || choice.Name == "" {
-		return refuse("tool_choice", fmt.Sprintf("tool_choice of type %q", choice.Type))
+	if json.Unmarshal(raw, &choice) != nil || choice.Type != typeFunction || choice.Name == "" {
+		return refuse(fieldToolChoice, fmt.Sprintf("tool_choice of type %q", choice.Type))
 	}
-	t.chat["tool_choice"], _ = json.Marshal(map[string]any{"type": "function", "function": map[string]string{"name": choice.Name}})
+	t.chat[fieldToolChoice], _ = json.Marshal(map[string]any{jsonType: typeFunction, typeFunction: map[string]string{keyName: choice.Name}})
 	return nil
 }
 
@@ -218,8 +218,8 @@ func (t *responsesTranslation) text() *apiError {
 		} `json:"format"`
 		Verbosity json.RawMessage `json:"verbosity"`
 	}
-	if set(t.req.fields["text"]) && json.Unmarshal(t.req.fields["text"], &text) != nil {
-		return errInvalid("text", "text must be an object")
+	if set(t.req.fields[argText]) && json.Unmarshal(t.req.fields[argText], &text) != nil {
+		return errInvalid(argText, "text must be an object")
 	}
 	if set(text.Verbosity) {
 		t.chat["verbosity"] = text.Verbosity
@@ -228,18 +228,18 @@ func (t *responsesTranslation) text() *apiError {
 		return nil
 	}
 	switch text.Format.Type {
-	case "", "text":
+	case "", argText:
 	case "json_object":
 		t.chat["response_format"] = json.RawMessage(`{"type":"json_object"}`)
-	case "json_schema":
-		js := map[string]any{"name": text.Format.Name, "schema": text.Format.Schema}
+	case formatJSONSchema:
+		js := map[string]any{keyName: text.Format.Name, "schema": text.Format.Schema}
 		if text.Format.Description != "" {
 			js["description"] = text.Format.Description
 		}
 		if text.Format.Strict != nil {
 			js["strict"] = *text.Format.Strict
 		}
-		t.chat["response_format"], _ = json.Marshal(map[string]any{"type": "json_schema", "json_schema": js})
+		t.chat["response_format"], _ = json.Marshal(map[string]any{jsonType: formatJSONSchema, formatJSONSchema: js})
 	default:
 		return refuse("text.format.type", fmt.Sprintf("text format %q", text.Format.Type))
 	}
@@ -262,10 +262,10 @@ func translateInput(instructions, input json.RawMessage) ([]map[string]any, *api
 	var msgs []map[string]any
 	var s string
 	if json.Unmarshal(instructions, &s) == nil && s != "" {
-		msgs = append(msgs, map[string]any{"role": "system", "content": s})
+		msgs = append(msgs, map[string]any{keyRole: roleSystem, argContent: s})
 	}
 	if json.Unmarshal(input, &s) == nil {
-		return append(msgs, map[string]any{"role": "user", "content": s}), nil
+		return append(msgs, map[string]any{keyRole: roleUser, argContent: s}), nil
 	}
 	var items []inputItem
 	if json.Unmarshal(input, &items) != nil || len(items) == 0 {
@@ -276,32 +276,32 @@ func translateInput(instructions, input json.RawMessage) ([]map[string]any, *api
 		param := fmt.Sprintf("input[%d]", i)
 		typ := it.Type
 		if typ == "" && it.Role != "" {
-			typ = "message"
+			typ = itemMessage
 		}
 		switch typ {
-		case "message":
+		case itemMessage:
 			role := it.Role
 			switch role {
 			case "developer":
-				role = "system"
-			case "user", "system", "assistant":
+				role = roleSystem
+			case roleUser, roleSystem, roleAssistant:
 			default:
 				return nil, errInvalid(param+".role", fmt.Sprintf("role %q is not one of user, assistant, system, developer", it.Role))
 			}
-			content, e := translateContent(param+".content", it.Content, role == "user")
+			content, e := translateContent(param+".content", it.Content, role == roleUser)
 			if e != nil {
 				return nil, e
 			}
-			msgs = append(msgs, map[string]any{"role": role, "content": content})
+			msgs = append(msgs, map[string]any{keyRole: role, argContent: content})
 			calls = -1
-			if role == "assistant" {
+			if role == roleAssistant {
 				calls = len(msgs) - 1
 			}
-		case "function_call":
-			call := map[string]any{"id": it.CallID, "type": "function",
-				"function": map[string]string{"name": it.Name, "arguments": it.Arguments}}
+		case itemFunctionCall:
+			call := map[string]any{"id": it.CallID, jsonType: typeFunction,
+				typeFunction: map[string]string{keyName: it.Name, keyArguments: it.Arguments}}
 			if calls < 0 {
-				msgs = append(msgs, map[string]any{"role": "assistant", "content": nil})
+				msgs = append(msgs, map[string]any{keyRole: roleAssistant, argContent: nil})
 				calls = len(msgs) - 1
 			}
 			tc, _ := msgs[calls]["tool_calls"].([]map[string]any)
@@ -311,8 +311,8 @@ func translateInput(instructions, input json.RawMessage) ([]map[string]any, *api
 			if e != nil {
 				return nil, e
 			}
-			msgs = append(msgs, map[string]any{"role": "tool", "tool_call_id": it.CallID, "content": content})
-		case "reasoning":
+			msgs = append(msgs, map[string]any{keyRole: roleTool, "tool_call_id": it.CallID, argContent: content})
+		case itemReasoning:
 			// The model's own earlier reasoning: a chat provider takes none back.
 		case "item_reference":
 			return nil, errInvalid(param+".type", "an item_reference names an item the provider stored: the model's provider "+
@@ -347,12 +347,12 @@ func translateContent(param string, raw json.RawMessage, images bool) (any, *api
 	image := false
 	for j, p := range parts {
 		switch p.Type {
-		case "input_text", "output_text", "text":
+		case "input_text", partOutputText, argText:
 			text.WriteString(p.Text)
-			out = append(out, map[string]any{"type": "text", "text": p.Text})
+			out = append(out, map[string]any{jsonType: argText, argText: p.Text})
 		case "refusal":
 			text.WriteString(p.Refusal)
-			out = append(out, map[string]any{"type": "text", "text": p.Refusal})
+			out = append(out, map[string]any{jsonType: argText, argText: p.Refusal})
 		case "input_image":
 			if !images || p.ImageURL == "" {
 				return nil, refuse(fmt.Sprintf("%s[%d]", param, j), "an input_image here or by file_id")
@@ -361,7 +361,7 @@ func translateContent(param string, raw json.RawMessage, images bool) (any, *api
 			if p.Detail != "" {
 				img["detail"] = p.Detail
 			}
-			out = append(out, map[string]any{"type": "image_url", "image_url": img})
+			out = append(out, map[string]any{jsonType: "image_url", "image_url": img})
 			image = true
 		default:
 			return nil, refuse(fmt.Sprintf("%s[%d].type", param, j), fmt.Sprintf("content part type %q", p.Type))
@@ -385,7 +385,7 @@ func (t *responsesTranslation) body(m v1alpha1.Model, maxTokens int64) []byte {
 		t.chat[fieldMaxTokens], _ = json.Marshal(maxTokens)
 	}
 	if t.req.stream {
-		t.chat["stream"] = json.RawMessage("true")
+		t.chat[fieldStream] = json.RawMessage("true")
 		t.chat["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	}
 	out, _ := json.Marshal(t.chat)
@@ -429,11 +429,11 @@ func newItemID(prefix string) string {
 func (t *responsesTranslation) object(id string, created int64, status string, finish string, output []map[string]any,
 	u *responsesUsage, maxTokens int64) map[string]any {
 	o := map[string]any{
-		"id": id, "object": "response", "created_at": created, "status": status, "model": t.req.model,
-		"output": output, "usage": u, "error": nil, "incomplete_details": nil, "store": false, "background": false,
-		"previous_response_id": nil, "truncation": "disabled", "parallel_tool_calls": true, "tool_choice": "auto",
-		"tools": []any{}, "metadata": map[string]any{}, "text": map[string]any{"format": map[string]string{"type": "text"}},
-		"instructions": nil, "reasoning": nil, "temperature": nil, "top_p": nil, "max_output_tokens": nil,
+		"id": id, "object": keyResponse, "created_at": created, keyStatus: status, fieldModel: t.req.model,
+		"output": output, "usage": u, keyError: nil, "incomplete_details": nil, fieldStore: false, fieldBackground: false,
+		fieldPreviousResponseID: nil, "truncation": "disabled", fieldParallelToolCalls: true, fieldToolChoice: valueAuto,
+		fieldTools: []any{}, fieldMetadata: map[string]any{}, argText: map[string]any{"format": map[string]string{jsonType: argText}},
+		fieldInstructions: nil, itemReasoning: nil, fieldTemperature: nil, fieldTopP: nil, "max_output_tokens": nil,
 	}
 	if output == nil {
 		o["output"] = []any{}
@@ -449,25 +449,25 @@ func (t *responsesTranslation) object(id string, created int64, status string, f
 	}
 	switch finish {
 	case "length":
-		o["status"], o["incomplete_details"] = "incomplete", map[string]string{"reason": "max_output_tokens"}
+		o[keyStatus], o["incomplete_details"] = statusIncomplete, map[string]string{"reason": "max_output_tokens"}
 	case "content_filter":
-		o["status"], o["incomplete_details"] = "incomplete", map[string]string{"reason": "content_filter"}
+		o[keyStatus], o["incomplete_details"] = statusIncomplete, map[string]string{"reason": "content_filter"}
 	}
 	return o
 }
 
 func messageItem(id, text, status string) map[string]any {
-	return map[string]any{"type": "message", "id": id, "status": status, "role": "assistant",
-		"content": []any{map[string]any{"type": "output_text", "text": text, "annotations": []any{}, "logprobs": []any{}}}}
+	return map[string]any{jsonType: itemMessage, "id": id, keyStatus: status, keyRole: roleAssistant,
+		argContent: []any{map[string]any{jsonType: partOutputText, argText: text, keyAnnotations: []any{}, keyLogprobs: []any{}}}}
 }
 
 func reasoningItem(id, text string) map[string]any {
-	return map[string]any{"type": "reasoning", "id": id, "summary": []any{},
-		"content": []any{map[string]string{"type": "reasoning_text", "text": text}}}
+	return map[string]any{jsonType: itemReasoning, "id": id, "summary": []any{},
+		argContent: []any{map[string]string{jsonType: "reasoning_text", argText: text}}}
 }
 
 func callItem(id, callID, name, args, status string) map[string]any {
-	return map[string]any{"type": "function_call", "id": id, "call_id": callID, "name": name, "arguments": args, "status": status}
+	return map[string]any{jsonType: itemFunctionCall, "id": id, "call_id": callID, keyName: name, keyArguments: args, keyStatus: status}
 }
 
 // forwardTranslated sends a translated request to a chat provider and
@@ -538,7 +538,7 @@ func (x *exchange) forwardTranslated(rctx context.Context, t *responsesTranslati
 		u := a.Usage.responses()
 		spanResponsesUsage(rctx, u)
 		if rerr != nil || len(a.Choices) == 0 {
-			x.count("error", tokens, reported)
+			x.count(keyError, tokens, reported)
 			writeError(x.w, newError(http.StatusBadGateway, "server_error", "upstream_unreadable",
 				fmt.Sprintf("the provider of model %q answered with no completion the gateway could read; "+
 					"the request is counted", x.m.Name)))
@@ -555,7 +555,7 @@ func (x *exchange) forwardTranslated(rctx context.Context, t *responsesTranslati
 	x.done = g.clock.Now()
 	outcome := "ok"
 	if !reported {
-		outcome = "stream_cut"
+		outcome = outcomeStreamCut
 	}
 	x.count(outcome, tokens, reported)
 }
@@ -584,7 +584,7 @@ type openItem struct {
 }
 
 func (s *responsesStream) send(typ string, ev map[string]any) {
-	ev["type"], ev["sequence_number"] = typ, s.seq
+	ev[jsonType], ev["sequence_number"] = typ, s.seq
 	s.seq++
 	if s.gone {
 		return
@@ -602,20 +602,20 @@ func (s *responsesStream) send(typ string, ev map[string]any) {
 func (s *responsesStream) open(item map[string]any) *openItem {
 	o := &openItem{index: len(s.output), id: item["id"].(string)}
 	s.output = append(s.output, item)
-	s.send("response.output_item.added", map[string]any{"output_index": o.index, "item": item})
+	s.send("response.output_item.added", map[string]any{keyOutputIndex: o.index, "item": item})
 	return o
 }
 
 func (s *responsesStream) done(o *openItem, item map[string]any) {
 	s.output[o.index] = item
-	s.send("response.output_item.done", map[string]any{"output_index": o.index, "item": item})
+	s.send("response.output_item.done", map[string]any{keyOutputIndex: o.index, "item": item})
 }
 
 func (s *responsesStream) closeReasoning() {
 	if o := s.reasoning; o != nil {
 		s.reasoning = nil
-		s.send("response.reasoning_text.done", map[string]any{"item_id": o.id, "output_index": o.index, "content_index": 0,
-			"text": o.buf.String()})
+		s.send("response.reasoning_text.done", map[string]any{keyItemID: o.id, keyOutputIndex: o.index, keyContentIndex: 0,
+			argText: o.buf.String()})
 		s.done(o, reasoningItem(o.id, o.buf.String()))
 	}
 }
@@ -623,10 +623,10 @@ func (s *responsesStream) closeReasoning() {
 func (s *responsesStream) closeText() {
 	if o := s.text; o != nil {
 		s.text = nil
-		part := map[string]any{"type": "output_text", "text": o.buf.String(), "annotations": []any{}, "logprobs": []any{}}
-		s.send("response.output_text.done", map[string]any{"item_id": o.id, "output_index": o.index, "content_index": 0,
-			"text": o.buf.String(), "logprobs": []any{}})
-		s.send("response.content_part.done", map[string]any{"item_id": o.id, "output_index": o.index, "content_index": 0,
+		part := map[string]any{jsonType: partOutputText, argText: o.buf.String(), keyAnnotations: []any{}, keyLogprobs: []any{}}
+		s.send("response.output_text.done", map[string]any{keyItemID: o.id, keyOutputIndex: o.index, keyContentIndex: 0,
+			argText: o.buf.String(), keyLogprobs: []any{}})
+		s.send("response.content_part.done", map[string]any{keyItemID: o.id, keyOutputIndex: o.index, keyContentIndex: 0,
 			"part": part})
 		s.done(o, messageItem(o.id, o.buf.String(), "completed"))
 	}
@@ -636,8 +636,8 @@ func (s *responsesStream) closeAll() {
 	s.closeReasoning()
 	s.closeText()
 	for _, o := range s.order {
-		s.send("response.function_call_arguments.done", map[string]any{"item_id": o.id, "output_index": o.index,
-			"arguments": o.buf.String()})
+		s.send("response.function_call_arguments.done", map[string]any{keyItemID: o.id, keyOutputIndex: o.index,
+			keyArguments: o.buf.String()})
 		s.done(o, callItem(o.id, o.callID, o.name, o.buf.String(), "completed"))
 	}
 	s.order, s.calls = nil, map[int]*openItem{}
@@ -648,24 +648,24 @@ func (s *responsesStream) chunk(d *chunkDeltaIn) {
 	if d.ReasoningContent != "" {
 		if s.reasoning == nil {
 			s.closeText()
-			s.reasoning = s.open(map[string]any{"type": "reasoning", "id": newItemID("rs"), "summary": []any{}})
+			s.reasoning = s.open(map[string]any{jsonType: itemReasoning, "id": newItemID("rs"), "summary": []any{}})
 		}
 		s.reasoning.buf.WriteString(d.ReasoningContent)
-		s.send("response.reasoning_text.delta", map[string]any{"item_id": s.reasoning.id, "output_index": s.reasoning.index,
-			"content_index": 0, "delta": d.ReasoningContent})
+		s.send("response.reasoning_text.delta", map[string]any{keyItemID: s.reasoning.id, keyOutputIndex: s.reasoning.index,
+			keyContentIndex: 0, keyDelta: d.ReasoningContent})
 	}
 	if d.Content != "" {
 		if s.text == nil {
 			s.closeReasoning()
 			item := messageItem(newItemID("msg"), "", "in_progress")
-			item["content"] = []any{}
+			item[argContent] = []any{}
 			s.text = s.open(item)
-			s.send("response.content_part.added", map[string]any{"item_id": s.text.id, "output_index": s.text.index,
-				"content_index": 0, "part": map[string]any{"type": "output_text", "text": "", "annotations": []any{}}})
+			s.send("response.content_part.added", map[string]any{keyItemID: s.text.id, keyOutputIndex: s.text.index,
+				keyContentIndex: 0, "part": map[string]any{jsonType: partOutputText, argText: "", keyAnnotations: []any{}}})
 		}
 		s.text.buf.WriteString(d.Content)
-		s.send("response.output_text.delta", map[string]any{"item_id": s.text.id, "output_index": s.text.index,
-			"content_index": 0, "delta": d.Content, "logprobs": []any{}})
+		s.send("response.output_text.delta", map[string]any{keyItemID: s.text.id, keyOutputIndex: s.text.index,
+			keyContentIndex: 0, keyDelta: d.Content, keyLogprobs: []any{}})
 	}
 	for _, tc := range d.ToolCalls {
 		o := s.calls[tc.Index]
@@ -680,8 +680,8 @@ func (s *responsesStream) chunk(d *chunkDeltaIn) {
 		}
 		if tc.Function.Arguments != "" {
 			o.buf.WriteString(tc.Function.Arguments)
-			s.send("response.function_call_arguments.delta", map[string]any{"item_id": o.id, "output_index": o.index,
-				"delta": tc.Function.Arguments})
+			s.send("response.function_call_arguments.delta", map[string]any{keyItemID: o.id, keyOutputIndex: o.index,
+				keyDelta: tc.Function.Arguments})
 		}
 	}
 }
@@ -705,8 +705,8 @@ func (g *Gateway) translateStream(x *exchange, t *responsesTranslation, resp *ht
 	w.WriteHeader(http.StatusOK)
 	s := &responsesStream{w: w, t: t, id: newItemID("resp"), created: g.clock.Now().Unix(), calls: map[int]*openItem{}}
 	s.fl, _ = w.(http.Flusher)
-	s.send("response.created", map[string]any{"response": t.object(s.id, s.created, "in_progress", "", nil, nil, mt)})
-	s.send("response.in_progress", map[string]any{"response": t.object(s.id, s.created, "in_progress", "", nil, nil, mt)})
+	s.send("response.created", map[string]any{keyResponse: t.object(s.id, s.created, "in_progress", "", nil, nil, mt)})
+	s.send("response.in_progress", map[string]any{keyResponse: t.object(s.id, s.created, "in_progress", "", nil, nil, mt)})
 	var usage *chatUsage
 	finish, done := "", false
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
@@ -767,19 +767,19 @@ func (g *Gateway) translateStream(x *exchange, t *responsesTranslation, resp *ht
 			x.k.providerFault("StreamCut", true, fmt.Sprintf("model %s: the stream ended before [DONE]: %v", x.m.Name, err))
 			*cut = fmt.Errorf("the provider's stream ended before [DONE]: %w", err)
 			o := t.object(s.id, s.created, "failed", "", s.output, u, mt)
-			o["status"], o["incomplete_details"] = "failed", nil
-			o["error"] = map[string]string{"code": "server_error", "message": fmt.Sprintf(
+			o[keyStatus], o["incomplete_details"] = "failed", nil
+			o[keyError] = map[string]string{labelCode: "server_error", itemMessage: fmt.Sprintf(
 				"the provider of model %q ended the stream before the response completed (%v); the request is counted, "+
 					"with its token reservation charged unless the provider reported usage", x.m.Name, err)}
-			s.send("response.failed", map[string]any{"response": o})
+			s.send("response.failed", map[string]any{keyResponse: o})
 			return tokens, reported
 		}
 		o := t.object(s.id, s.created, "completed", finish, s.output, u, mt)
-		typ := "response.completed"
-		if o["status"] == "incomplete" {
-			typ = "response.incomplete"
+		typ := evCompleted
+		if o[keyStatus] == statusIncomplete {
+			typ = evIncomplete
 		}
-		s.send(typ, map[string]any{"response": o})
+		s.send(typ, map[string]any{keyResponse: o})
 		return tokens, reported
 	}
 }

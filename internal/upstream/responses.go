@@ -20,8 +20,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"time"
+)
+
+// Wire names.
+const (
+	keyStatus        = "status"
+	keyResponse      = "response"
+	keyObject        = "object"
+	keyRole          = "role"
+	keyText          = "text"
+	keyOutputIndex   = "output_index"
+	keySummaryIndex  = "summary_index"
+	statusInProgress = "in_progress"
+	keyModel         = "model"
+	statusCompleted  = "completed"
+	keyContent       = "content"
+	keyType          = "type"
+	partSummaryText  = "summary_text"
+	keyMessage       = "message"
+	roleAssistant    = "assistant"
+	keyItem          = "item"
+	keyItemID        = "item_id"
+	keyPart          = "part"
+	keyDelta         = "delta"
+	keyContentIndex  = "content_index"
+	keyLogprobs      = "logprobs"
 )
 
 // The OpenAI Responses API (POST /responses), streaming and not: the same
@@ -79,12 +105,12 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	n := s.Requests.Load()
 	resp := map[string]any{
-		"id": fmt.Sprintf("resp_%d", n), "object": "response", "created_at": time.Now().Unix(), "status": "in_progress",
-		"model": req.Model, "output": []any{}, "usage": nil, "error": nil, "incomplete_details": nil,
+		"id": fmt.Sprintf("resp_%d", n), keyObject: keyResponse, "created_at": time.Now().Unix(), keyStatus: statusInProgress,
+		keyModel: req.Model, "output": []any{}, "usage": nil, "error": nil, "incomplete_details": nil,
 	}
 	items := responseItems(turn, n)
 	if !req.Stream {
-		resp["status"], resp["output"], resp["usage"] = "completed", items, u
+		resp[keyStatus], resp["output"], resp["usage"] = statusCompleted, items, u
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(resp)
 		return
@@ -97,7 +123,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 func lastInput(raw json.RawMessage) []json.RawMessage {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		m, _ := json.Marshal(map[string]string{"role": "user", "content": text})
+		m, _ := json.Marshal(map[string]string{keyRole: "user", keyContent: text})
 		return []json.RawMessage{m}
 	}
 	var items []json.RawMessage
@@ -110,23 +136,23 @@ func lastInput(raw json.RawMessage) []json.RawMessage {
 func responseItems(turn *Turn, n int64) []map[string]any {
 	var items []map[string]any
 	if turn.Think != "" {
-		items = append(items, map[string]any{"type": "reasoning", "id": fmt.Sprintf("rs_%d", n),
-			"summary": []any{map[string]any{"type": "summary_text", "text": turn.Think}}})
+		items = append(items, map[string]any{keyType: "reasoning", "id": fmt.Sprintf("rs_%d", n),
+			"summary": []any{map[string]any{keyType: partSummaryText, keyText: turn.Think}}})
 	}
 	if turn.Say != "" || len(turn.Tools) == 0 {
-		items = append(items, map[string]any{"type": "message", "id": fmt.Sprintf("msg_%d", n), "status": "completed",
-			"role": "assistant", "content": []any{outputText(turn.Say)}})
+		items = append(items, map[string]any{keyType: keyMessage, "id": fmt.Sprintf("msg_%d", n), keyStatus: statusCompleted,
+			keyRole: roleAssistant, keyContent: []any{outputText(turn.Say)}})
 	}
 	for i, tc := range turn.Tools {
 		c := wireCall(tc, nil)
-		items = append(items, map[string]any{"type": "function_call", "id": fmt.Sprintf("fc_%d_%d", n, i), "status": "completed",
+		items = append(items, map[string]any{keyType: "function_call", "id": fmt.Sprintf("fc_%d_%d", n, i), keyStatus: statusCompleted,
 			"call_id": tc.ID, "name": tc.Name, "arguments": c.Function.Arguments})
 	}
 	return items
 }
 
 func outputText(text string) map[string]any {
-	return map[string]any{"type": "output_text", "text": text, "annotations": []any{}}
+	return map[string]any{keyType: "output_text", keyText: text, "annotations": []any{}}
 }
 
 // streamResponse sends the response as its event stream: created and
@@ -138,7 +164,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, turn *Turn, resp map[stri
 	w.WriteHeader(http.StatusOK)
 	seq := 0
 	send := func(typ string, ev map[string]any) {
-		ev["type"], ev["sequence_number"] = typ, seq
+		ev[keyType], ev["sequence_number"] = typ, seq
 		seq++
 		raw, _ := json.Marshal(ev)
 		_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, raw)
@@ -146,54 +172,51 @@ func (s *Server) streamResponse(w http.ResponseWriter, turn *Turn, resp map[stri
 			fl.Flush()
 		}
 	}
-	send("response.created", map[string]any{"response": resp})
-	send("response.in_progress", map[string]any{"response": resp})
+	send("response.created", map[string]any{keyResponse: resp})
+	send("response.in_progress", map[string]any{keyResponse: resp})
 	pause := time.Duration(turn.ChunkDelayMS) * time.Millisecond
 	for i, item := range items {
 		id := item["id"]
-		added := map[string]any{}
-		for k, v := range item {
-			added[k] = v
-		}
-		switch item["type"] {
+		added := maps.Clone(item)
+		switch item[keyType] {
 		case "reasoning":
 			added["summary"] = []any{}
-			send("response.output_item.added", map[string]any{"output_index": i, "item": added})
-			send("response.reasoning_summary_part.added", map[string]any{"item_id": id, "output_index": i, "summary_index": 0,
-				"part": map[string]any{"type": "summary_text", "text": ""}})
-			for _, part := range chunks(turn.Think, 16) {
+			send("response.output_item.added", map[string]any{keyOutputIndex: i, keyItem: added})
+			send("response.reasoning_summary_part.added", map[string]any{keyItemID: id, keyOutputIndex: i, keySummaryIndex: 0,
+				keyPart: map[string]any{keyType: partSummaryText, keyText: ""}})
+			for _, part := range chunks(turn.Think) {
 				time.Sleep(pause)
-				send("response.reasoning_summary_text.delta", map[string]any{"item_id": id, "output_index": i, "summary_index": 0,
-					"delta": part})
+				send("response.reasoning_summary_text.delta", map[string]any{keyItemID: id, keyOutputIndex: i, keySummaryIndex: 0,
+					keyDelta: part})
 			}
-			send("response.reasoning_summary_text.done", map[string]any{"item_id": id, "output_index": i, "summary_index": 0,
-				"text": turn.Think})
-			send("response.reasoning_summary_part.done", map[string]any{"item_id": id, "output_index": i, "summary_index": 0,
-				"part": map[string]any{"type": "summary_text", "text": turn.Think}})
-		case "message":
-			added["content"], added["status"] = []any{}, "in_progress"
-			send("response.output_item.added", map[string]any{"output_index": i, "item": added})
-			send("response.content_part.added", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
-				"part": outputText("")})
-			for _, part := range chunks(turn.Say, 16) {
+			send("response.reasoning_summary_text.done", map[string]any{keyItemID: id, keyOutputIndex: i, keySummaryIndex: 0,
+				keyText: turn.Think})
+			send("response.reasoning_summary_part.done", map[string]any{keyItemID: id, keyOutputIndex: i, keySummaryIndex: 0,
+				keyPart: map[string]any{keyType: partSummaryText, keyText: turn.Think}})
+		case keyMessage:
+			added[keyContent], added[keyStatus] = []any{}, statusInProgress
+			send("response.output_item.added", map[string]any{keyOutputIndex: i, keyItem: added})
+			send("response.content_part.added", map[string]any{keyItemID: id, keyOutputIndex: i, keyContentIndex: 0,
+				keyPart: outputText("")})
+			for _, part := range chunks(turn.Say) {
 				time.Sleep(pause)
-				send("response.output_text.delta", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
-					"delta": part, "logprobs": []any{}})
+				send("response.output_text.delta", map[string]any{keyItemID: id, keyOutputIndex: i, keyContentIndex: 0,
+					keyDelta: part, keyLogprobs: []any{}})
 			}
-			send("response.output_text.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
-				"text": turn.Say, "logprobs": []any{}})
-			send("response.content_part.done", map[string]any{"item_id": id, "output_index": i, "content_index": 0,
-				"part": outputText(turn.Say)})
+			send("response.output_text.done", map[string]any{keyItemID: id, keyOutputIndex: i, keyContentIndex: 0,
+				keyText: turn.Say, keyLogprobs: []any{}})
+			send("response.content_part.done", map[string]any{keyItemID: id, keyOutputIndex: i, keyContentIndex: 0,
+				keyPart: outputText(turn.Say)})
 		case "function_call":
-			added["arguments"], added["status"] = "", "in_progress"
-			send("response.output_item.added", map[string]any{"output_index": i, "item": added})
-			send("response.function_call_arguments.delta", map[string]any{"item_id": id, "output_index": i,
-				"delta": item["arguments"]})
-			send("response.function_call_arguments.done", map[string]any{"item_id": id, "output_index": i,
+			added["arguments"], added[keyStatus] = "", statusInProgress
+			send("response.output_item.added", map[string]any{keyOutputIndex: i, keyItem: added})
+			send("response.function_call_arguments.delta", map[string]any{keyItemID: id, keyOutputIndex: i,
+				keyDelta: item["arguments"]})
+			send("response.function_call_arguments.done", map[string]any{keyItemID: id, keyOutputIndex: i,
 				"arguments": item["arguments"]})
 		}
-		send("response.output_item.done", map[string]any{"output_index": i, "item": item})
+		send("response.output_item.done", map[string]any{keyOutputIndex: i, keyItem: item})
 	}
-	resp["status"], resp["output"], resp["usage"] = "completed", items, u
-	send("response.completed", map[string]any{"response": resp})
+	resp[keyStatus], resp["output"], resp["usage"] = statusCompleted, items, u
+	send("response.completed", map[string]any{keyResponse: resp})
 }

@@ -191,7 +191,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		s.stream(w, req, turn, u, id)
 		return
 	}
-	msg := message{Role: "assistant", Content: turn.Say, ReasoningContent: turn.Think}
+	msg := message{Role: roleAssistant, Content: turn.Say, ReasoningContent: turn.Think}
 	finish := "stop"
 	for _, tc := range turn.Tools {
 		msg.ToolCalls = append(msg.ToolCalls, wireCall(tc, nil))
@@ -199,8 +199,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		"id": id, keyObject: "chat.completion", "created": time.Now().Unix(), keyModel: req.Model,
+		"choices": []map[string]any{{"index": 0, keyMessage: msg, "finish_reason": finish, keyLogprobs: nil}},
 		"usage":   u,
 	})
 }
@@ -211,7 +211,7 @@ func (s *Server) stream(w http.ResponseWriter, req request, turn *Turn, u usage,
 	w.WriteHeader(http.StatusOK)
 	created := time.Now().Unix()
 	send := func(choices []map[string]any, u *usage) {
-		chunk := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+		chunk := map[string]any{"id": id, keyObject: "chat.completion.chunk", "created": created, keyModel: req.Model,
 			"choices": choices}
 		if u != nil {
 			chunk["usage"] = u
@@ -223,17 +223,17 @@ func (s *Server) stream(w http.ResponseWriter, req request, turn *Turn, u usage,
 		}
 	}
 	delta := func(d map[string]any, finish any) []map[string]any {
-		return []map[string]any{{"index": 0, "delta": d, "finish_reason": finish, "logprobs": nil}}
+		return []map[string]any{{"index": 0, keyDelta: d, "finish_reason": finish, keyLogprobs: nil}}
 	}
-	send(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)
+	send(delta(map[string]any{keyRole: roleAssistant, keyContent: ""}, nil), nil)
 	pause := time.Duration(turn.ChunkDelayMS) * time.Millisecond
-	for _, part := range chunks(turn.Think, 16) {
+	for _, part := range chunks(turn.Think) {
 		time.Sleep(pause)
 		send(delta(map[string]any{"reasoning_content": part}, nil), nil)
 	}
-	for _, part := range chunks(turn.Say, 16) {
+	for _, part := range chunks(turn.Say) {
 		time.Sleep(pause)
-		send(delta(map[string]any{"content": part}, nil), nil)
+		send(delta(map[string]any{keyContent: part}, nil), nil)
 	}
 	finish := "stop"
 	for i, tc := range turn.Tools {
@@ -271,7 +271,11 @@ func defaultTurn(req request, bodyLen int) *Turn {
 	return &Turn{Say: say, Tokens: int64(bodyLen/4) + int64(len(say)/4) + 1}
 }
 
-func chunks(s string, n int) []string {
+// chunkSize is the length of a streamed delta.
+const chunkSize = 16
+
+func chunks(s string) []string {
+	n := chunkSize
 	var out []string
 	for len(s) > n {
 		out = append(out, s[:n])
@@ -352,5 +356,5 @@ func writeErr(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-		"message": msg, "type": "invalid_request_error", "code": code, "param": nil}})
+		keyMessage: msg, keyType: "invalid_request_error", "code": code, "param": nil}})
 }
