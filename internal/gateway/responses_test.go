@@ -372,3 +372,36 @@ func TestResponsesDoorRefusesWhatAChatProviderCannotDoNamingIt(t *testing.T) {
 	g.Expect(rec.bodies).To(BeEmpty(), "nothing was dispatched")
 	g.Consistently(func() int64 { return e.Status().Usage.ModelRequests }, 100*time.Millisecond).Should(BeZero())
 }
+
+func TestResponsesDoorEndsACutChatStreamWithResponseFailed(t *testing.T) {
+	g := NewWithT(t)
+	up := httptest.NewServer(cutStream{})
+	t.Cleanup(up.Close)
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Grant.Tokens = new(int64(10000))
+		ra.Spec.Policy.Models[0].BaseURL = up.URL + "/v1"
+		ra.Spec.Policy.Models[0].MaxTokens = new(int64(100))
+	}})
+	resp := e.Do(http.MethodPost, responsesPath, gatewaytest.Token, translatedBody(`,"input":"hi","stream":true`))
+	evs := sseEvents(g, resp.Body)
+	_ = resp.Body.Close()
+	last := evs[len(evs)-1]
+	g.Expect(last).To(HaveKeyWithValue("type", "response.failed"))
+	g.Expect(last["response"]).To(And(HaveKeyWithValue("status", "failed"),
+		HaveKeyWithValue("error", HaveKeyWithValue("code", "server_error"))))
+	g.Eventually(func() v1alpha1.RunAttemptStatus { return e.Status() }).Should(And(
+		HaveField("Usage.ModelRequests", BeEquivalentTo(1)), HaveField("Usage.Tokens", BeNumerically(">", 100)),
+		HaveField("Faults", ContainElement(HaveField("Kind", "StreamCut")))), "charged its reservation")
+}
+
+func TestResponsesDoorAnswersAChatProvidersErrorInTheOpenAIShape(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := modelEnv(t, nil)
+	resp := e.Do(http.MethodPost, responsesPath, gatewaytest.Token, translatedBody(
+		`,"input":"hi","agentrun_scripted":{"error":{"code":"rate_limit_exceeded","retryable":true,"retryAfterSeconds":2}}`))
+	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
+	g.Expect(resp.Header.Get("Retry-After")).To(Equal("2"))
+	g.Expect(errorBody(g, resp).Code).To(Equal("rate_limit_exceeded"))
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(
+		And(HaveField("Scope", v1alpha1.FaultScopeProvider), HaveField("Kind", "RateLimitExceeded"))))
+}
