@@ -372,6 +372,7 @@ func (g *Gateway) interceptorIdentity(ctx context.Context, token string) (string
 func (g *Gateway) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("POST "+gatewayapi.ModelPathPrefix+"/chat/completions", g.attempt("chat", g.chatCompletions))
+	mux.Handle("POST "+gatewayapi.ModelPathPrefix+"/responses", g.attempt("responses", g.responses))
 	mux.Handle("GET "+gatewayapi.ModelPathPrefix+"/models", g.attempt("models", g.listModels))
 	mux.Handle(gatewayapi.MCPPath, g.mcpHandler())
 	p := gatewayapi.PathPrefix + "/self"

@@ -379,18 +379,63 @@ const (
 
 // chatCompletions serves POST /v1/chat/completions.
 func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *keeper) {
+	g.serveModelCall(w, r, k, func(r *http.Request) (*modelCall, *apiError) {
+		c, e := parseChat(r)
+		if e != nil {
+			return nil, e
+		}
+		return &modelCall{
+			model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: c.choices, conv: c.conv,
+			prepare: func(m v1alpha1.Model) (int64, *apiError) {
+				if api := m.API; api != "" && api != v1alpha1.ModelAPIOpenAIChat {
+					return 0, errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway "+
+						"does not translate chat completions to it: use the %s door", m.Name, api, api))
+				}
+				return int64(len(c.body)), nil
+			},
+			dispatch: func(ctx context.Context, x *exchange, mt int64, key string) {
+				out, clientUsage := c.upstreamBody(x.m, mt)
+				x.forward(ctx, out, key, c.stream, clientUsage)
+			},
+		}, nil
+	})
+}
+
+// modelCall is one model request through one of the doors (chat
+// completions, responses), as the shared flow reads it: the door parses the
+// request and dispatches it; the flow serves the model, admits the request
+// against the grant and counts it, the same whichever door it came through.
+type modelCall struct {
+	model     string
+	stream    bool
+	maxTokens int64 // the completion cap as requested, 0 if none
+	choices   int64 // completions asked for
+	conv      string
+	// prepare checks that the door can serve model m (its provider's API,
+	// the request's features) and returns the request's prompt bound.
+	prepare func(m v1alpha1.Model) (int64, *apiError)
+	// dispatch sends the admitted request, with mt as its completion cap
+	// (0: the request's own), and answers the client through x.
+	dispatch func(ctx context.Context, x *exchange, mt int64, key string)
+}
+
+// serveModelCall serves a model request of any door: the phase, the model,
+// the purpose, the provider key, the interceptor chain, the reservation, the
+// dispatch and the count.
+func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keeper,
+	parse func(*http.Request) (*modelCall, *apiError)) {
 	start := g.clock.Now()
 	if e := k.enter("model"); e != nil {
 		writeError(w, e)
 		return
 	}
 	defer k.leave()
-	c, e := parseChat(r)
+	c, e := parse(r)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
-	ctx, span := k.startModelSpan(r, c)
+	ctx, span := k.startModelSpan(r, c.model, c.maxTokens)
 	sw := &statusWriter{ResponseWriter: w}
 	var x *exchange
 	defer func() { endModelSpan(span, sw, x) }()
@@ -404,9 +449,8 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		writeError(w, e)
 		return
 	}
-	if api := m.API; api != "" && api != v1alpha1.ModelAPIOpenAIChat {
-		e := errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway does not "+
-			"translate chat completions to it: use the %s door", m.Name, api, api))
+	promptBound, e := c.prepare(m)
+	if e != nil {
 		writeError(w, e)
 		return
 	}
@@ -445,16 +489,15 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 	}
 	var upstream time.Duration
 	_, ref := k.runChain(context.WithValue(r.Context(), modelCallKey{}, true), ch, cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
-		ticket, mt, e := k.admitModel(ctx, int64(len(c.body)), c.maxTokens, c.choices, m.MaxTokens)
+		ticket, mt, e := k.admitModel(ctx, promptBound, c.maxTokens, c.choices, m.MaxTokens)
 		if e != nil {
 			k.refusal(e, "model/"+c.model)
 			writeError(w, e)
 			return chain.Outcome{IsError: true, Result: e.body.Message}
 		}
-		out, clientUsage := c.upstreamBody(m, mt)
 		x = &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name},
 			tr: k.modelTranslator()}
-		x.forward(ctx, out, key, c.stream, clientUsage)
+		c.dispatch(ctx, x, mt, key)
 		upstream = x.done.Sub(x.dispatched)
 		return chain.Outcome{IsError: x.outcome != "ok", Result: x.outcome}
 	})
@@ -490,6 +533,8 @@ type exchange struct {
 	outcome          string
 	// tr turns the answer into run-stream events (nil: no stream).
 	tr *openai.Translator
+	// answer digests a translated stream's answer (progress.go).
+	answer *answerDigest
 }
 
 // count settles the request's tokens and counts its outcome.
@@ -506,32 +551,11 @@ func (x *exchange) count(outcome string, tokens int64, reported bool) {
 // the gateway reads on to count what it reports.
 func (x *exchange) forward(rctx context.Context, out []byte, key string, streamed, clientUsage bool) {
 	g, m := x.g, x.m
-	// The provider's answer may take the upstream timeout, and never past
-	// the run's deadline.
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), boundedTimeout(g.opts.UpstreamTimeout, x.ticket.until, g.clock.Now()))
+	resp, cancel := x.send(rctx, "/chat/completions", out, key, streamed)
+	if resp == nil {
+		return
+	}
 	defer cancel()
-	x.dispatched = g.clock.Now()
-	x.done = x.dispatched
-	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+"/chat/completions", bytes.NewReader(out))
-	if err != nil {
-		x.count("error", 0, true)
-		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
-		return
-	}
-	ureq.Header.Set("Content-Type", "application/json")
-	ureq.Header.Set("Accept", "application/json")
-	if streamed {
-		ureq.Header.Set("Accept", "text/event-stream")
-	}
-	if key != "" {
-		ureq.Header.Set("Authorization", "Bearer "+key)
-	}
-	spanUpstream(rctx, ureq, m)
-	resp, err := g.opts.Upstream.Do(ureq)
-	if err != nil {
-		x.unreachable(err)
-		return
-	}
 	defer func() { _ = resp.Body.Close() }()
 	switch {
 	case resp.StatusCode != http.StatusOK:
@@ -579,6 +603,41 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 		}
 		x.count(outcome, tokens, reported)
 	}
+}
+
+// send posts out to the provider's path (under its base URL) with the
+// provider key, and returns its answer and the cancel of the answer's
+// context; a request that could not be sent is counted and answered (nil).
+// The provider's answer may take the upstream timeout, and never past the
+// run's deadline.
+func (x *exchange) send(rctx context.Context, path string, out []byte, key string, streamed bool) (*http.Response, context.CancelFunc) {
+	g, m := x.g, x.m
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), boundedTimeout(g.opts.UpstreamTimeout, x.ticket.until, g.clock.Now()))
+	x.dispatched = g.clock.Now()
+	x.done = x.dispatched
+	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+path, bytes.NewReader(out))
+	if err != nil {
+		cancel()
+		x.count("error", 0, true)
+		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
+		return nil, nil
+	}
+	ureq.Header.Set("Content-Type", "application/json")
+	ureq.Header.Set("Accept", "application/json")
+	if streamed {
+		ureq.Header.Set("Accept", "text/event-stream")
+	}
+	if key != "" {
+		ureq.Header.Set("Authorization", "Bearer "+key)
+	}
+	spanUpstream(rctx, ureq, m)
+	resp, err := g.opts.Upstream.Do(ureq)
+	if err != nil {
+		cancel()
+		x.unreachable(err)
+		return nil, nil
+	}
+	return resp, cancel
 }
 
 // unreachable answers a request the provider could not be reached for (or

@@ -179,6 +179,9 @@ func contentText(c any) string {
 // arguments are joined in the order their fragments come, a tool call's by
 // its index.
 func (d *answerDigest) chatChunk(payload []byte) {
+	if d == nil {
+		return
+	}
 	var c struct {
 		Choices []struct {
 			Delta struct {

@@ -112,14 +112,14 @@ func (k *keeper) runAttributes() []attribute.KeyValue {
 }
 
 // startModelSpan starts the span of one model request.
-func (k *keeper) startModelSpan(r *http.Request, c *chatRequest) (context.Context, trace.Span) {
+func (k *keeper) startModelSpan(r *http.Request, model string, maxTokens int64) (context.Context, trace.Span) {
 	attrs := append(k.runAttributes(), semconv.GenAIOperationNameChat, semconv.GenAIProviderNameOpenAI,
-		semconv.GenAIRequestModel(c.model))
-	if c.maxTokens > 0 {
-		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(c.maxTokens)))
+		semconv.GenAIRequestModel(model))
+	if maxTokens > 0 {
+		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(maxTokens)))
 	}
 	ctx, links := k.spanParent(r.Context(), r.Header)
-	return otel.Tracer(tracerName).Start(ctx, "chat "+c.model,
+	return otel.Tracer(tracerName).Start(ctx, "chat "+model,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), links)
 }
 

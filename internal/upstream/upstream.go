@@ -16,8 +16,9 @@ limitations under the License.
 
 // Package upstream is a fake OpenAI-compatible model provider: the scripted
 // upstream the gateway forwards to in the tests, the local stack and the
-// benchmark. It answers chat completions (streaming and not) and reports
-// usage like a real provider:
+// benchmark. It answers chat completions and the Responses API (POST
+// /responses, responses.go), streaming and not, and reports usage like a
+// real provider:
 //
 //   - a request carrying a scripted turn (the JSON field ScriptField, which
 //     the reference agent's scripted provider sets) is answered with that
@@ -62,6 +63,11 @@ type Turn struct {
 	Tools []ToolCall `json:"tools,omitempty"`
 	// Tokens is the request's total usage (prompt plus completion).
 	Tokens int64 `json:"tokens,omitempty"`
+	// CachedTokens and ReasoningTokens are the parts of the prompt read
+	// from the cache and of the completion spent reasoning, reported as
+	// usage details (0: none reported).
+	CachedTokens    int64 `json:"cachedTokens,omitempty"`
+	ReasoningTokens int64 `json:"reasoningTokens,omitempty"`
 	// Error answers with an error instead.
 	Error *Error `json:"error,omitempty"`
 }
@@ -87,8 +93,8 @@ type Error struct {
 	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
 }
 
-// Server is the fake provider, an http.Handler for /v1/chat/completions and
-// /v1/models (any path prefix).
+// Server is the fake provider, an http.Handler for /v1/chat/completions,
+// /v1/responses and /v1/models (any path prefix).
 type Server struct {
 	// Latency is added before every answer (the benchmark's fixed provider latency).
 	Latency time.Duration
@@ -114,6 +120,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.chat(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
+		s.responses(w, r)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"fake","object":"model","created":0,"owned_by":"agentrun"}]}`)
@@ -160,25 +168,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		turn = defaultTurn(req, len(body))
 	}
 	if e := turn.Error; e != nil {
-		status := e.Status
-		if status == 0 {
-			status = http.StatusBadRequest
-			if e.Retryable {
-				status = http.StatusTooManyRequests
-			}
-		}
-		if e.RetryAfterSeconds > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds))
-		}
-		code := e.Code
-		if code == "" {
-			code = "scripted_error"
-		}
-		msg := e.Message
-		if msg == "" {
-			msg = "injected by the script"
-		}
-		writeErr(w, status, code, msg)
+		writeTurnError(w, e)
 		return
 	}
 	maxTokens := req.MaxCompletionTokens
@@ -191,12 +181,18 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		completion = maxTokens
 	}
 	u := usage{PromptTokens: prompt, CompletionTokens: completion, TotalTokens: prompt + completion}
+	if turn.CachedTokens > 0 {
+		u.PromptDetails = &tokenDetails{CachedTokens: min(turn.CachedTokens, prompt)}
+	}
+	if turn.ReasoningTokens > 0 {
+		u.CompletionDetails = &tokenDetails{ReasoningTokens: min(turn.ReasoningTokens, completion)}
+	}
 	id := fmt.Sprintf("chatcmpl-%d", s.Requests.Load())
 	if req.Stream {
 		s.stream(w, req, turn, u, id)
 		return
 	}
-	msg := message{Role: "assistant", Content: turn.Say, ReasoningContent: turn.Think}
+	msg := message{Role: roleAssistant, Content: turn.Say, ReasoningContent: turn.Think}
 	finish := "stop"
 	for _, tc := range turn.Tools {
 		msg.ToolCalls = append(msg.ToolCalls, wireCall(tc, nil))
@@ -204,8 +200,8 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": id, "object": "chat.completion", "created": time.Now().Unix(), "model": req.Model,
-		"choices": []map[string]any{{"index": 0, "message": msg, "finish_reason": finish, "logprobs": nil}},
+		"id": id, keyObject: "chat.completion", "created": time.Now().Unix(), keyModel: req.Model,
+		"choices": []map[string]any{{"index": 0, keyMessage: msg, "finish_reason": finish, keyLogprobs: nil}},
 		"usage":   u,
 	})
 }
@@ -216,7 +212,7 @@ func (s *Server) stream(w http.ResponseWriter, req request, turn *Turn, u usage,
 	w.WriteHeader(http.StatusOK)
 	created := time.Now().Unix()
 	send := func(choices []map[string]any, u *usage) {
-		chunk := map[string]any{"id": id, "object": "chat.completion.chunk", "created": created, "model": req.Model,
+		chunk := map[string]any{"id": id, keyObject: "chat.completion.chunk", "created": created, keyModel: req.Model,
 			"choices": choices}
 		if u != nil {
 			chunk["usage"] = u
@@ -228,17 +224,17 @@ func (s *Server) stream(w http.ResponseWriter, req request, turn *Turn, u usage,
 		}
 	}
 	delta := func(d map[string]any, finish any) []map[string]any {
-		return []map[string]any{{"index": 0, "delta": d, "finish_reason": finish, "logprobs": nil}}
+		return []map[string]any{{"index": 0, keyDelta: d, "finish_reason": finish, keyLogprobs: nil}}
 	}
-	send(delta(map[string]any{"role": "assistant", "content": ""}, nil), nil)
+	send(delta(map[string]any{keyRole: roleAssistant, keyContent: ""}, nil), nil)
 	pause := time.Duration(turn.ChunkDelayMS) * time.Millisecond
-	for _, part := range chunks(turn.Think, 16) {
+	for _, part := range chunks(turn.Think) {
 		time.Sleep(pause)
 		send(delta(map[string]any{"reasoning_content": part}, nil), nil)
 	}
-	for _, part := range chunks(turn.Say, 16) {
+	for _, part := range chunks(turn.Say) {
 		time.Sleep(pause)
-		send(delta(map[string]any{"content": part}, nil), nil)
+		send(delta(map[string]any{keyContent: part}, nil), nil)
 	}
 	finish := "stop"
 	for i, tc := range turn.Tools {
@@ -276,7 +272,11 @@ func defaultTurn(req request, bodyLen int) *Turn {
 	return &Turn{Say: say, Tokens: int64(bodyLen/4) + int64(len(say)/4) + 1}
 }
 
-func chunks(s string, n int) []string {
+// chunkSize is the length of a streamed delta.
+const chunkSize = 16
+
+func chunks(s string) []string {
+	n := chunkSize
 	var out []string
 	for len(s) > n {
 		out = append(out, s[:n])
@@ -289,9 +289,16 @@ func chunks(s string, n int) []string {
 }
 
 type usage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens      int64         `json:"prompt_tokens"`
+	CompletionTokens  int64         `json:"completion_tokens"`
+	TotalTokens       int64         `json:"total_tokens"`
+	PromptDetails     *tokenDetails `json:"prompt_tokens_details,omitempty"`
+	CompletionDetails *tokenDetails `json:"completion_tokens_details,omitempty"`
+}
+
+type tokenDetails struct {
+	CachedTokens    int64 `json:"cached_tokens,omitempty"`
+	ReasoningTokens int64 `json:"reasoning_tokens,omitempty"`
 }
 
 type message struct {
@@ -323,9 +330,32 @@ func wireCall(tc ToolCall, index *int) toolCall {
 	return out
 }
 
+// writeTurnError answers with a scripted error.
+func writeTurnError(w http.ResponseWriter, e *Error) {
+	status := e.Status
+	if status == 0 {
+		status = http.StatusBadRequest
+		if e.Retryable {
+			status = http.StatusTooManyRequests
+		}
+	}
+	if e.RetryAfterSeconds > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(e.RetryAfterSeconds))
+	}
+	code := e.Code
+	if code == "" {
+		code = "scripted_error"
+	}
+	msg := e.Message
+	if msg == "" {
+		msg = "injected by the script"
+	}
+	writeErr(w, status, code, msg)
+}
+
 func writeErr(w http.ResponseWriter, status int, code, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"error": map[string]any{
-		"message": msg, "type": "invalid_request_error", "code": code, "param": nil}})
+		keyMessage: msg, keyType: "invalid_request_error", "code": code, "param": nil}})
 }
