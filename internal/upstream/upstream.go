@@ -62,6 +62,11 @@ type Turn struct {
 	Tools []ToolCall `json:"tools,omitempty"`
 	// Tokens is the request's total usage (prompt plus completion).
 	Tokens int64 `json:"tokens,omitempty"`
+	// CacheReadTokens and CacheWriteTokens are reported by the Messages
+	// side as cache_read_input_tokens and cache_creation_input_tokens, on
+	// top of Tokens.
+	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
 	// Error answers with an error instead.
 	Error *Error `json:"error,omitempty"`
 }
@@ -114,6 +119,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.chat(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages/count_tokens"):
+		s.countTokens(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
+		s.messages(w, r)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"fake","object":"model","created":0,"owned_by":"agentrun"}]}`)
