@@ -377,3 +377,142 @@ func TestMessagesDoorCountsTokensWithoutChargingThem(t *testing.T) {
 }
 
 func itoa(n int) string { return string(mustJSON(n)) }
+
+// toolRoundTrip is a Messages conversation a chat provider can serve: a
+// system prompt in blocks, a tool_use and its failed tool_result.
+const toolRoundTrip = `"system":[{"type":"text","text":"You are terse.","cache_control":{"type":"ephemeral"}}],` +
+	`"tools":[{"name":"Bash","description":"run a command","input_schema":{"type":"object",` +
+	`"properties":{"command":{"type":"string"}}}}],"tool_choice":{"type":"any"},"stop_sequences":["END"],"temperature":0.3,` +
+	`"messages":[{"role":"user","content":"list files"},` +
+	`{"role":"assistant","content":[{"type":"text","text":"Listing."},` +
+	`{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"ls"}}]},` +
+	`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","is_error":true,` +
+	`"content":[{"type":"text","text":"permission denied"}]},{"type":"text","text":"try again"}]}]`
+
+func TestMessagesDoorTranslatesToAChatProvider(t *testing.T) {
+	g := NewWithT(t)
+	e, rec, hr := messagesEnv(t, nil)
+	resp := sendMessages(t, e, "/v1/messages", "x-api-key", []byte(`{"model":"scripted-small","max_tokens":500,`+toolRoundTrip+
+		`,"agentrun_scripted":{"say":"again","tokens":40,"tools":[{"id":"call_9","name":"Bash","arguments":{"command":"sudo ls"}}]}}`),
+		nil)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(raw).To(MatchJSON(`{"id":"chatcmpl-1","type":"message","role":"assistant","model":"scripted-small",
+		"content":[{"type":"text","text":"again"},{"type":"tool_use","id":"call_9","name":"Bash","input":{"command":"sudo ls"}}],
+		"stop_reason":"tool_use","stop_sequence":null,
+		"usage":{"input_tokens":20,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":20}}`))
+
+	_, path := hr.last()
+	g.Expect(path).To(Equal("/v1/chat/completions"))
+	sent, _ := rec.last()
+	g.Expect(mustJSON(sent)).To(MatchJSON(`{"model":"scripted-small-v2","max_tokens":500,
+		"messages":[{"role":"system","content":"You are terse."},{"role":"user","content":"list files"},
+		{"role":"assistant","content":"Listing.","tool_calls":[{"id":"toolu_1","type":"function",
+			"function":{"name":"Bash","arguments":"{\"command\":\"ls\"}"}}]},
+		{"role":"tool","tool_call_id":"toolu_1","content":"Error: permission denied"},
+		{"role":"user","content":"try again"}],
+		"tools":[{"type":"function","function":{"name":"Bash","description":"run a command",
+			"parameters":{"type":"object","properties":{"command":{"type":"string"}}}}}],
+		"tool_choice":"required","stop":["END"],"temperature":0.3,
+		"agentrun_scripted":{"say":"again","tokens":40,"tools":[{"id":"call_9","name":"Bash","arguments":{"command":"sudo ls"}}]}}`))
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 40}))
+}
+
+func TestMessagesDoorStreamsATranslatedChatAnswerAsMessagesEvents(t *testing.T) {
+	g := NewWithT(t)
+	e, rec, _ := messagesEnv(t, nil)
+	resp := sendMessages(t, e, "/v1/messages", "bearer", []byte(`{"model":"scripted-small","max_tokens":500,"stream":true,`+
+		toolRoundTrip+`,"agentrun_scripted":{"say":"a streamed answer of some length","tokens":30,`+
+		`"tools":[{"id":"call_7","name":"Bash","arguments":{"command":"ls -la"}}]}}`), nil)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	g.Expect(resp.Header.Get("Content-Type")).To(HavePrefix("text/event-stream"))
+	type event struct {
+		Type         string         `json:"type"`
+		Index        int            `json:"index"`
+		ContentBlock map[string]any `json:"content_block"`
+		Delta        struct {
+			Type        string `json:"type"`
+			Text        string `json:"text"`
+			PartialJSON string `json:"partial_json"`
+			StopReason  string `json:"stop_reason"`
+		} `json:"delta"`
+		Usage map[string]int64 `json:"usage"`
+	}
+	var evs []event
+	var names []string
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if n, ok := strings.CutPrefix(sc.Text(), "event: "); ok {
+			names = append(names, n)
+		}
+		if data, ok := strings.CutPrefix(sc.Text(), "data: "); ok {
+			var ev event
+			g.Expect(json.Unmarshal([]byte(data), &ev)).To(Succeed())
+			evs = append(evs, ev)
+		}
+	}
+	_ = resp.Body.Close()
+	var types []string
+	var text, args strings.Builder
+	for _, ev := range evs {
+		types = append(types, ev.Type)
+		text.WriteString(ev.Delta.Text)
+		args.WriteString(ev.Delta.PartialJSON)
+	}
+	g.Expect(names).To(Equal(types))
+	g.Expect(types[0]).To(Equal("message_start"))
+	g.Expect(types[len(types)-2:]).To(Equal([]string{"message_delta", "message_stop"}))
+	g.Expect(text.String()).To(Equal("a streamed answer of some length"))
+	g.Expect(args.String()).To(MatchJSON(`{"command":"ls -la"}`))
+	var starts []map[string]any
+	for _, ev := range evs {
+		if ev.Type == "content_block_start" {
+			starts = append(starts, ev.ContentBlock)
+		}
+	}
+	g.Expect(starts).To(HaveLen(2))
+	g.Expect(starts[0]).To(HaveKeyWithValue("type", "text"))
+	g.Expect(starts[1]).To(And(HaveKeyWithValue("type", "tool_use"), HaveKeyWithValue("id", "call_7"),
+		HaveKeyWithValue("name", "Bash")))
+	last := evs[len(evs)-2]
+	g.Expect(last.Delta.StopReason).To(Equal("tool_use"))
+	g.Expect(last.Usage).To(And(HaveKeyWithValue("input_tokens", BeEquivalentTo(15)),
+		HaveKeyWithValue("output_tokens", BeEquivalentTo(15))))
+
+	sent, _ := rec.last()
+	g.Expect(sent).To(HaveKeyWithValue("stream_options", HaveKeyWithValue("include_usage", true)))
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).Should(Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 30}))
+}
+
+func TestMessagesDoorRefusesWhatCannotBeTranslatedNamingIt(t *testing.T) {
+	g := NewWithT(t)
+	e, rec, _ := messagesEnv(t, func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Policy.Models = append(ra.Spec.Policy.Models, v1alpha1.Model{Name: "responses-only",
+			BaseURL: ra.Spec.Policy.Models[0].BaseURL, API: v1alpha1.ModelAPIOpenAIResponses})
+	})
+	for _, c := range []struct{ body, param, says string }{
+		{`"thinking":{"type":"enabled","budget_tokens":1024},"messages":[{"role":"user","content":"hi"}]`, "thinking",
+			"thinking cannot be translated"},
+		{`"mcp_servers":[],"messages":[{"role":"user","content":"hi"}]`, "mcp_servers", "cannot be translated"},
+		{`"messages":[{"role":"user","content":"hi"},{"role":"assistant","content":[{"type":"thinking","thinking":"x",` +
+			`"signature":"s"}]}]`, "messages[1].content[0].type", "a thinking block in a assistant message"},
+		{`"tools":[{"type":"web_search_20250305","name":"web_search"}],"messages":[{"role":"user","content":"hi"}]`,
+			"tools[0].type", "the server tool web_search_20250305"},
+		{`"messages":[{"role":"user","content":[{"type":"document","source":{"type":"text","data":"x"}}]}]`,
+			"messages[0].content[0].type", "a document block"},
+	} {
+		resp := sendMessages(t, e, "/v1/messages", "x-api-key", []byte(`{"model":"scripted-small","max_tokens":10,`+c.body+`}`), nil)
+		g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest), c.param)
+		eb := readAnthropicError(g, resp)
+		g.Expect(eb.Error.Type).To(Equal("invalid_request_error"))
+		g.Expect(eb.Error.Param).To(Equal(c.param))
+		g.Expect(eb.Error.Message).To(ContainSubstring(c.says))
+	}
+	resp := sendMessages(t, e, "/v1/messages", "x-api-key",
+		[]byte(`{"model":"responses-only","max_tokens":10,"messages":[{"role":"user","content":"hi"}]}`), nil)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
+	g.Expect(readAnthropicError(g, resp).Error.Message).To(ContainSubstring("speaks OpenAIResponses"))
+	g.Expect(rec.bodies).To(BeEmpty(), "nothing refused reached a provider")
+	g.Consistently(func() int64 { return e.Status().Usage.ModelRequests }).Should(BeZero())
+}

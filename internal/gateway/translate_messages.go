@@ -18,9 +18,7 @@ package gateway
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"strings"
 
@@ -264,16 +262,3 @@ func (s *messagesStreamState) asChunk(payload []byte) []byte {
 	return out
 }
 
-// messagesToChat is a Messages request translated for a chat provider.
-type messagesToChat struct {
-	req *messagesRequest
-}
-
-// translateMessagesToChat translates a Messages request for a provider that
-// speaks OpenAI Chat.
-func translateMessagesToChat(c *messagesRequest) (*messagesToChat, *apiError) {
-	return nil, errInvalid(fieldModel, fmt.Sprintf("model %q is served by an OpenAI Chat provider, and the translation of "+
-		"Anthropic Messages to chat completions is not built yet: use the chat completions door", c.model))
-}
-
-func (x *exchange) forwardTranslated(_ context.Context, _ *messagesToChat, _ int64, _ string) {}
