@@ -54,7 +54,7 @@ const anthropicVersion = "2023-06-01"
 
 // messagesControlled are the fields of a Messages request the gateway reads
 // or rewrites.
-var messagesControlled = []string{fieldModel, "messages", "stream", fieldMaxTokens}
+var messagesControlled = []string{fieldModel, jMessages, jStream, fieldMaxTokens}
 
 // messagesRequest is a parsed Messages request.
 type messagesRequest struct {
@@ -85,11 +85,11 @@ func parseMessages(r *http.Request) (*messagesRequest, *apiError) {
 		return nil, errInvalid(fieldModel, "model is required: a string naming one of the models the run's policy serves")
 	}
 	var msgs []json.RawMessage
-	if err := json.Unmarshal(c.fields["messages"], &msgs); err != nil || len(msgs) == 0 {
-		return nil, errInvalid("messages", "messages is required: a non-empty array")
+	if err := json.Unmarshal(c.fields[jMessages], &msgs); err != nil || len(msgs) == 0 {
+		return nil, errInvalid(jMessages, "messages is required: a non-empty array")
 	}
-	if raw, ok := c.fields["stream"]; ok && string(raw) != jsonNull && json.Unmarshal(raw, &c.stream) != nil {
-		return nil, errInvalid("stream", "stream must be a boolean")
+	if raw, ok := c.fields[jStream]; ok && string(raw) != jsonNull && json.Unmarshal(raw, &c.stream) != nil {
+		return nil, errInvalid(jStream, "stream must be a boolean")
 	}
 	if raw, ok := c.fields[fieldMaxTokens]; ok && string(raw) != jsonNull {
 		if json.Unmarshal(raw, &c.maxTokens) != nil || c.maxTokens < 1 {
@@ -158,7 +158,7 @@ func spanProvider(span trace.Span, m v1alpha1.Model) {
 // messages serves POST /v1/messages.
 func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, k *keeper) {
 	start := g.clock.Now()
-	if e := k.enter("model"); e != nil {
+	if e := k.enter(fieldModel); e != nil {
 		writeError(w, e)
 		return
 	}
@@ -211,14 +211,14 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, k *keeper) {
 	if err != nil {
 		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused,
 			fmt.Sprintf("RuntimePolicy %q's interceptor chain cannot run in this gateway, so no model request is made: %v", spec.Policy.Name, err))
-		e.fault = "InterceptorUnavailable"
+		e.fault = faultInterceptorUnavailable
 		k.refusal(e, "model/"+c.model)
 		writeError(w, e)
 		return
 	}
 	cc := &chain.Call{
 		Kind: chain.KindModel, Namespace: k.key.Namespace, Run: spec.RunName, Attempt: k.key.Name, Policy: spec.Policy.Name,
-		Token: bearer(r), Tool: m.Name, Arguments: map[string]any{"stream": c.stream},
+		Token: bearer(r), Tool: m.Name, Arguments: map[string]any{jStream: c.stream},
 	}
 	var upstream time.Duration
 	_, ref := ch.Run(context.WithValue(r.Context(), modelCallKey{}, true), cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
@@ -243,7 +243,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, k *keeper) {
 	})
 	if ref != nil {
 		if ref.Dispatched {
-			k.log.Info("A Post interceptor failed after a model answer was sent", "model", m.Name, "error", ref.Error())
+			k.log.Info("A Post interceptor failed after a model answer was sent", fieldModel, m.Name, jError, ref.Error())
 			return
 		}
 		e := errInterceptor(ref)
@@ -320,7 +320,7 @@ func (x *exchange) forwardMessages(rctx context.Context, in http.Header, out []b
 	x.done = x.dispatched
 	ureq, err := x.messagesRequest(ctx, "/messages", in, out, key, streamed)
 	if err != nil {
-		x.count("error", 0, true)
+		x.count(jError, 0, true)
 		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return
 	}
@@ -372,7 +372,7 @@ func (x *exchange) forwardMessages(rctx context.Context, in http.Header, out []b
 		x.done = g.clock.Now()
 		outcome := "ok"
 		if !reported {
-			outcome = "stream_cut"
+			outcome = outcomeStreamCut
 		}
 		x.count(outcome, tokens, reported)
 	}
@@ -443,7 +443,7 @@ func (g *Gateway) relayMessages(w http.ResponseWriter, resp *http.Response, k *k
 						}
 					case "message_stop":
 						done = true
-					case "error":
+					case jError:
 						streamErr = ev.Error.Message
 					}
 					onData(payload)
@@ -484,7 +484,7 @@ func (g *Gateway) relayMessages(w http.ResponseWriter, resp *http.Response, k *k
 // answers its own prompt bound — the body's bytes, which no tokenizer maps
 // to fewer tokens — and says so in agentrun-estimate: bytes.
 func (g *Gateway) countTokens(w http.ResponseWriter, r *http.Request, k *keeper) {
-	if e := k.enter("model"); e != nil {
+	if e := k.enter(fieldModel); e != nil {
 		writeError(w, e)
 		return
 	}

@@ -66,7 +66,7 @@ type msgBlock struct {
 func blocks(raw json.RawMessage, field string) ([]msgBlock, *apiError) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		return []msgBlock{{Type: "text", Text: s}}, nil
+		return []msgBlock{{Type: argText, Text: s}}, nil
 	}
 	var bs []msgBlock
 	if err := json.Unmarshal(raw, &bs); err != nil {
@@ -77,7 +77,7 @@ func blocks(raw json.RawMessage, field string) ([]msgBlock, *apiError) {
 
 // translatable are the top-level Messages fields the translation reads.
 var translatable = map[string]bool{
-	fieldModel: true, "messages": true, "system": true, fieldMaxTokens: true, "stream": true, "tools": true,
+	fieldModel: true, jMessages: true, jSystem: true, fieldMaxTokens: true, jStream: true, "tools": true,
 	"tool_choice": true, "stop_sequences": true, "temperature": true, "top_p": true, "metadata": true,
 }
 
@@ -98,26 +98,26 @@ func translateMessagesToChat(c *messagesRequest) (*messagesToChat, *apiError) {
 		}
 	}
 	var msgs []map[string]any
-	if raw, ok := c.fields["system"]; ok && string(raw) != jsonNull {
-		bs, e := blocks(raw, "system")
+	if raw, ok := c.fields[jSystem]; ok && string(raw) != jsonNull {
+		bs, e := blocks(raw, jSystem)
 		if e != nil {
 			return nil, e
 		}
 		var sb strings.Builder
 		for i, b := range bs {
-			if b.Type != "text" {
+			if b.Type != argText {
 				return nil, errInvalid(fmt.Sprintf("system[%d].type", i), "system blocks must be text blocks to translate to chat completions")
 			}
 			sb.WriteString(b.Text)
 		}
-		msgs = append(msgs, map[string]any{"role": "system", "content": sb.String()})
+		msgs = append(msgs, map[string]any{jRole: jSystem, argContent: sb.String()})
 	}
 	var in []struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
 	}
-	if err := json.Unmarshal(c.fields["messages"], &in); err != nil {
-		return nil, errInvalid("messages", "messages must be an array of {role, content}")
+	if err := json.Unmarshal(c.fields[jMessages], &in); err != nil {
+		return nil, errInvalid(jMessages, "messages must be an array of {role, content}")
 	}
 	for i, m := range in {
 		out, e := translateMessage(i, m.Role, m.Content)
@@ -126,7 +126,7 @@ func translateMessagesToChat(c *messagesRequest) (*messagesToChat, *apiError) {
 		}
 		msgs = append(msgs, out...)
 	}
-	t.fields["messages"], _ = json.Marshal(msgs)
+	t.fields[jMessages], _ = json.Marshal(msgs)
 	if e := t.translateTools(c.fields); e != nil {
 		return nil, e
 	}
@@ -139,7 +139,7 @@ func translateMessagesToChat(c *messagesRequest) (*messagesToChat, *apiError) {
 		}
 	}
 	if c.stream {
-		t.fields["stream"] = json.RawMessage("true")
+		t.fields[jStream] = json.RawMessage("true")
 		t.fields["stream_options"] = json.RawMessage(`{"include_usage":true}`)
 	}
 	return t, nil
@@ -150,7 +150,7 @@ func translateMessagesToChat(c *messagesRequest) (*messagesToChat, *apiError) {
 // content), an assistant's tool_use blocks its tool_calls.
 func translateMessage(i int, role string, content json.RawMessage) ([]map[string]any, *apiError) {
 	field := fmt.Sprintf("messages[%d]", i)
-	if role != "user" && role != "assistant" {
+	if role != jUser && role != jAssistant {
 		return nil, errInvalid(field+".role", "role must be user or assistant")
 	}
 	bs, e := blocks(content, field+".content")
@@ -162,10 +162,10 @@ func translateMessage(i int, role string, content json.RawMessage) ([]map[string
 	for j, b := range bs {
 		bf := fmt.Sprintf("%s.content[%d]", field, j)
 		switch {
-		case b.Type == "text":
+		case b.Type == argText:
 			text.WriteString(b.Text)
-			parts = append(parts, map[string]any{"type": "text", "text": b.Text})
-		case b.Type == "image" && role == "user" && b.Source != nil:
+			parts = append(parts, map[string]any{jType: argText, argText: b.Text})
+		case b.Type == "image" && role == jUser && b.Source != nil:
 			u := b.Source.URL
 			if b.Source.Type == "base64" {
 				u = "data:" + b.Source.MediaType + ";base64," + b.Source.Data
@@ -173,36 +173,36 @@ func translateMessage(i int, role string, content json.RawMessage) ([]map[string
 			if u == "" {
 				return nil, errInvalid(bf+".source", "an image translates only from a base64 or url source")
 			}
-			parts = append(parts, map[string]any{"type": "image_url", "image_url": map[string]any{"url": u}})
-		case b.Type == "tool_use" && role == "assistant":
+			parts = append(parts, map[string]any{jType: "image_url", "image_url": map[string]any{"url": u}})
+		case b.Type == jToolUse && role == jAssistant:
 			args := string(b.Input)
 			if args == "" || args == jsonNull {
 				args = "{}"
 			}
-			calls = append(calls, map[string]any{"id": b.ID, "type": "function",
-				"function": map[string]any{"name": b.Name, "arguments": args}})
-		case b.Type == "tool_result" && role == "user":
+			calls = append(calls, map[string]any{"id": b.ID, jType: jFunction,
+				jFunction: map[string]any{jName: b.Name, jArguments: args}})
+		case b.Type == "tool_result" && role == jUser:
 			res, e := toolResultText(b, bf)
 			if e != nil {
 				return nil, e
 			}
-			out = append(out, map[string]any{"role": "tool", "tool_call_id": b.ToolUseID, "content": res})
+			out = append(out, map[string]any{jRole: jTool, "tool_call_id": b.ToolUseID, argContent: res})
 		default:
 			return nil, errInvalid(bf+".type", fmt.Sprintf("a %s block in a %s message cannot be translated to chat completions "+
 				"(translated: text, image, tool_use, tool_result); serve a model whose provider speaks AnthropicMessages", b.Type, role))
 		}
 	}
 	switch {
-	case role == "assistant":
-		m := map[string]any{"role": "assistant", "content": text.String()}
+	case role == jAssistant:
+		m := map[string]any{jRole: jAssistant, argContent: text.String()}
 		if len(calls) > 0 {
 			m["tool_calls"] = calls
 		}
 		out = append(out, m)
-	case len(parts) == 1 && parts[0]["type"] == "text":
-		out = append(out, map[string]any{"role": "user", "content": text.String()})
+	case len(parts) == 1 && parts[0][jType] == argText:
+		out = append(out, map[string]any{jRole: jUser, argContent: text.String()})
 	case len(parts) > 0:
-		out = append(out, map[string]any{"role": "user", "content": parts})
+		out = append(out, map[string]any{jRole: jUser, argContent: parts})
 	}
 	return out, nil
 }
@@ -220,7 +220,7 @@ func toolResultText(b msgBlock, field string) (string, *apiError) {
 			return "", e
 		}
 		for k, ib := range inner {
-			if ib.Type != "text" {
+			if ib.Type != argText {
 				return "", errInvalid(fmt.Sprintf("%s.content[%d].type", field, k), fmt.Sprintf(
 					"a %s block in a tool_result cannot be translated to chat completions (a tool message holds text)", ib.Type))
 			}
@@ -247,14 +247,14 @@ func (t *messagesToChat) translateTools(fields map[string]json.RawMessage) *apiE
 				return errInvalid(fmt.Sprintf("tools[%d].type", i), fmt.Sprintf("the server tool %s cannot be translated to chat "+
 					"completions: only client tools (name, description, input_schema) are", tl.Type))
 			}
-			fn := map[string]any{"name": tl.Name}
+			fn := map[string]any{jName: tl.Name}
 			if tl.Description != "" {
 				fn["description"] = tl.Description
 			}
 			if len(tl.InputSchema) > 0 {
 				fn["parameters"] = tl.InputSchema
 			}
-			out = append(out, map[string]any{"type": "function", "function": fn})
+			out = append(out, map[string]any{jType: jFunction, jFunction: fn})
 		}
 		t.fields["tools"], _ = json.Marshal(out)
 	}
@@ -273,8 +273,8 @@ func (t *messagesToChat) translateTools(fields map[string]json.RawMessage) *apiE
 			choice = tc.Type
 		case "any":
 			choice = "required"
-		case "tool":
-			choice = map[string]any{"type": "function", "function": map[string]any{"name": tc.Name}}
+		case jTool:
+			choice = map[string]any{jType: jFunction, jFunction: map[string]any{jName: tc.Name}}
 		default:
 			return errInvalid("tool_choice.type", "tool_choice.type must be auto, any, tool or none")
 		}
@@ -324,7 +324,7 @@ func stopReason(finish string) string {
 	case "length":
 		return "max_tokens"
 	case finishToolCalls, "function_call":
-		return "tool_use"
+		return jToolUse
 	case "content_filter":
 		return "refusal"
 	default:
@@ -343,7 +343,7 @@ func (x *exchange) forwardTranslated(rctx context.Context, t *messagesToChat, ma
 	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+"/chat/completions",
 		bytes.NewReader(t.body(upstreamModel(m), maxTokens)))
 	if err != nil {
-		x.count("error", 0, true)
+		x.count(jError, 0, true)
 		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return
 	}
@@ -392,7 +392,7 @@ func (x *exchange) forwardTranslated(rctx context.Context, t *messagesToChat, ma
 		}
 		if rerr != nil || json.Unmarshal(raw, &cc) != nil || len(cc.Choices) == 0 {
 			x.k.providerFault("ResponseMalformed", true, fmt.Sprintf("model %s: the provider's answer is no chat completion", m.Name))
-			x.count("error", 0, false)
+			x.count(jError, 0, false)
 			writeError(x.w, newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable,
 				fmt.Sprintf("the provider of model %q answered with no chat completion (counted, with its reservation)", m.Name)))
 			return
@@ -406,17 +406,17 @@ func (x *exchange) forwardTranslated(rctx context.Context, t *messagesToChat, ma
 		ch := cc.Choices[0]
 		content := []map[string]any{}
 		if ch.Message.Content != "" {
-			content = append(content, map[string]any{"type": "text", "text": ch.Message.Content})
+			content = append(content, map[string]any{jType: argText, argText: ch.Message.Content})
 		}
 		for _, tc := range ch.Message.ToolCalls {
 			input := json.RawMessage(tc.Function.Arguments)
 			if !json.Valid(input) {
 				input = json.RawMessage("{}")
 			}
-			content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name, "input": input})
+			content = append(content, map[string]any{jType: jToolUse, "id": tc.ID, jName: tc.Function.Name, "input": input})
 		}
-		writeJSON(x.w, map[string]any{"id": cc.ID, "type": "message", "role": "assistant", "model": t.model, "content": content,
-			"stop_reason": stopReason(ch.FinishReason), "stop_sequence": nil, "usage": cc.Usage.asMessages()})
+		writeJSON(x.w, map[string]any{"id": cc.ID, jType: jMessage, jRole: jAssistant, fieldModel: t.model, argContent: content,
+			jStopReason: stopReason(ch.FinishReason), jStopSeq: nil, jUsage: cc.Usage.asMessages()})
 		x.stream(func(tr *openai.Translator) []stream.Event { return append(tr.Completion(raw), tr.End(nil)...) })
 		x.count("ok", tokens, reported)
 	default:
@@ -426,7 +426,7 @@ func (x *exchange) forwardTranslated(rctx context.Context, t *messagesToChat, ma
 		x.done = g.clock.Now()
 		outcome := "ok"
 		if !reported {
-			outcome = "stream_cut"
+			outcome = outcomeStreamCut
 		}
 		x.count(outcome, tokens, reported)
 	}
@@ -449,7 +449,7 @@ func (s *messagesEvents) send(event string, data map[string]any) {
 	if s.gone {
 		return
 	}
-	data["type"] = event
+	data[jType] = event
 	raw, _ := json.Marshal(data)
 	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", event, raw); err != nil {
 		s.gone = true
@@ -465,14 +465,14 @@ func (s *messagesEvents) start(id, model string) {
 		return
 	}
 	s.started = true
-	s.send("message_start", map[string]any{"message": map[string]any{"id": id, "type": "message", "role": "assistant",
-		"model": model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil,
-		"usage": messagesUsage{}}})
+	s.send("message_start", map[string]any{jMessage: map[string]any{"id": id, jType: jMessage, jRole: jAssistant,
+		fieldModel: model, argContent: []any{}, jStopReason: nil, jStopSeq: nil,
+		jUsage: messagesUsage{}}})
 }
 
 func (s *messagesEvents) close() {
 	if s.index >= 0 {
-		s.send("content_block_stop", map[string]any{"index": s.index})
+		s.send("content_block_stop", map[string]any{jIndex: s.index})
 		s.index, s.open = -1, ""
 	}
 }
@@ -484,7 +484,7 @@ func (s *messagesEvents) block(kind string, cb map[string]any) {
 	s.close()
 	s.index, s.open = s.next, kind
 	s.next++
-	s.send("content_block_start", map[string]any{"index": s.index, "content_block": cb})
+	s.send("content_block_start", map[string]any{jIndex: s.index, "content_block": cb})
 }
 
 // relayChatAsMessages reads a chat stream and writes it as a Messages event
@@ -523,15 +523,15 @@ func (x *exchange) relayChatAsMessages(rctx context.Context, resp *http.Response
 				x.k.providerFault("StreamCut", true, fmt.Sprintf("model %s: the stream ended before [DONE]: %v", x.m.Name, err))
 				*cut = fmt.Errorf("the provider's stream ended before [DONE]: %w", err)
 				s.start("msg_agentrun", model)
-				s.send("error", map[string]any{"error": map[string]any{"type": "api_error",
-					"message": "the provider's stream ended before its end: " + err.Error()}})
+				s.send(jError, map[string]any{jError: map[string]any{jType: "api_error",
+					jMessage: "the provider's stream ended before its end: " + err.Error()}})
 				return 0, false
 			}
 			s.start("msg_agentrun", model)
 			s.close()
 			u := s.usage.asMessages()
-			s.send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stopReason(s.stopReason), "stop_sequence": nil},
-				"usage": u})
+			s.send("message_delta", map[string]any{jDelta: map[string]any{jStopReason: stopReason(s.stopReason), jStopSeq: nil},
+				jUsage: u})
 			s.send("message_stop", map[string]any{})
 			if s.usage == nil {
 				return 0, false
@@ -570,16 +570,16 @@ func (s *messagesEvents) chunk(payload []byte, model string) {
 	}
 	for _, ch := range c.Choices {
 		if ch.Delta.Content != "" {
-			s.block("text", map[string]any{"type": "text", "text": ""})
-			s.send("content_block_delta", map[string]any{"index": s.index,
-				"delta": map[string]any{"type": "text_delta", "text": ch.Delta.Content}})
+			s.block(argText, map[string]any{jType: argText, argText: ""})
+			s.send("content_block_delta", map[string]any{jIndex: s.index,
+				jDelta: map[string]any{jType: "text_delta", argText: ch.Delta.Content}})
 		}
 		for _, tc := range ch.Delta.ToolCalls {
-			s.block(fmt.Sprintf("tool:%d", tc.Index), map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Function.Name,
+			s.block(fmt.Sprintf("tool:%d", tc.Index), map[string]any{jType: jToolUse, "id": tc.ID, jName: tc.Function.Name,
 				"input": map[string]any{}})
 			if tc.Function.Arguments != "" {
-				s.send("content_block_delta", map[string]any{"index": s.index,
-					"delta": map[string]any{"type": "input_json_delta", "partial_json": tc.Function.Arguments}})
+				s.send("content_block_delta", map[string]any{jIndex: s.index,
+					jDelta: map[string]any{jType: "input_json_delta", "partial_json": tc.Function.Arguments}})
 			}
 		}
 		if ch.FinishReason != nil && *ch.FinishReason != "" {

@@ -118,7 +118,7 @@ func anthropicError(status int, e gatewayapi.Error) anthropicErrorBody {
 	if e.Code != "" {
 		msg = e.Code + ": " + msg
 	}
-	return anthropicErrorBody{Type: "error", Error: anthropicErrorDetails{Type: typ, Message: msg, Code: e.Code, Param: e.Param}}
+	return anthropicErrorBody{Type: jError, Error: anthropicErrorDetails{Type: typ, Message: msg, Code: e.Code, Param: e.Param}}
 }
 
 // anthropicShape wraps a handler of the Messages door so its refusals —
@@ -153,20 +153,20 @@ func messageAsChat(raw []byte) []byte {
 	calls := []map[string]any{}
 	for _, b := range msg.Content {
 		switch b.Type {
-		case "text":
+		case argText:
 			text.WriteString(b.Text)
 		case "thinking":
 			think.WriteString(b.Thinking)
-		case "tool_use":
+		case jToolUse:
 			args := string(b.Input)
 			if args == "" {
 				args = "{}"
 			}
-			calls = append(calls, map[string]any{"id": b.ID, "type": "function",
-				"function": map[string]any{"name": b.Name, "arguments": args}})
+			calls = append(calls, map[string]any{"id": b.ID, jType: jFunction,
+				jFunction: map[string]any{jName: b.Name, jArguments: args}})
 		}
 	}
-	m := map[string]any{"role": "assistant", "content": text.String()}
+	m := map[string]any{jRole: jAssistant, argContent: text.String()}
 	if think.Len() > 0 {
 		m["reasoning_content"] = think.String()
 	}
@@ -174,7 +174,7 @@ func messageAsChat(raw []byte) []byte {
 		m["tool_calls"] = calls
 	}
 	out, _ := json.Marshal(map[string]any{"object": "chat.completion",
-		"choices": []map[string]any{{"index": 0, "message": m, "finish_reason": chatFinish(msg.StopReason)}}})
+		"choices": []map[string]any{{jIndex: 0, jMessage: m, "finish_reason": chatFinish(msg.StopReason)}}})
 	return out
 }
 
@@ -183,7 +183,7 @@ func chatFinish(stop string) string {
 	switch stop {
 	case "max_tokens":
 		return "length"
-	case "tool_use":
+	case jToolUse:
 		return finishToolCalls
 	case "refusal":
 		return "content_filter"
@@ -226,7 +226,7 @@ func (s *messagesStreamState) asChunk(payload []byte) []byte {
 	var finish any
 	switch ev.Type {
 	case "content_block_start":
-		if ev.ContentBlock.Type != "tool_use" {
+		if ev.ContentBlock.Type != jToolUse {
 			return nil
 		}
 		if s.tools == nil {
@@ -234,12 +234,12 @@ func (s *messagesStreamState) asChunk(payload []byte) []byte {
 		}
 		i := len(s.tools)
 		s.tools[ev.Index] = i
-		delta = map[string]any{"tool_calls": []map[string]any{{"index": i, "id": ev.ContentBlock.ID, "type": "function",
-			"function": map[string]any{"name": ev.ContentBlock.Name, "arguments": ""}}}}
+		delta = map[string]any{"tool_calls": []map[string]any{{jIndex: i, "id": ev.ContentBlock.ID, jType: jFunction,
+			jFunction: map[string]any{jName: ev.ContentBlock.Name, jArguments: ""}}}}
 	case "content_block_delta":
 		switch ev.Delta.Type {
 		case "text_delta":
-			delta = map[string]any{"content": ev.Delta.Text}
+			delta = map[string]any{argContent: ev.Delta.Text}
 		case "thinking_delta":
 			delta = map[string]any{"reasoning_content": ev.Delta.Thinking}
 		case "input_json_delta":
@@ -247,8 +247,8 @@ func (s *messagesStreamState) asChunk(payload []byte) []byte {
 			if !ok {
 				return nil
 			}
-			delta = map[string]any{"tool_calls": []map[string]any{{"index": i,
-				"function": map[string]any{"arguments": ev.Delta.PartialJSON}}}}
+			delta = map[string]any{"tool_calls": []map[string]any{{jIndex: i,
+				jFunction: map[string]any{jArguments: ev.Delta.PartialJSON}}}}
 		default:
 			return nil
 		}
@@ -258,7 +258,32 @@ func (s *messagesStreamState) asChunk(payload []byte) []byte {
 		return nil
 	}
 	out, _ := json.Marshal(map[string]any{"object": "chat.completion.chunk",
-		"choices": []map[string]any{{"index": 0, "delta": delta, "finish_reason": finish}}})
+		"choices": []map[string]any{{jIndex: 0, jDelta: delta, "finish_reason": finish}}})
 	return out
 }
 
+// The JSON names the Messages door reads and writes.
+const (
+	jAssistant  = "assistant"
+	jFunction   = "function"
+	jArguments  = "arguments"
+	jIndex      = "index"
+	jDelta      = "delta"
+	jStopReason = "stop_reason"
+	jMessage    = "message"
+	jMessages   = "messages"
+	jError      = "error"
+	jSystem     = "system"
+	jType       = "type"
+	jStream     = "stream"
+	jRole       = "role"
+	jName       = "name"
+	jTool       = "tool"
+	jToolUse    = "tool_use"
+	jStopSeq    = "stop_sequence"
+	jUser       = "user"
+	jUsage      = "usage"
+
+	outcomeStreamCut            = "stream_cut"
+	faultInterceptorUnavailable = "InterceptorUnavailable"
+)

@@ -31,6 +31,26 @@ import (
 // tokens reported as cache_read_input_tokens and
 // cache_creation_input_tokens, on top of its Tokens).
 
+// The JSON names of the Messages side.
+const (
+	kType         = "type"
+	kIndex        = "index"
+	kDelta        = "delta"
+	kContent      = "content"
+	kAssistant    = "assistant"
+	kUsage        = "usage"
+	kModel        = "model"
+	kError        = "error"
+	kThinking     = "thinking"
+	kText         = "text"
+	kToolUse      = "tool_use"
+	kStopReason   = "stop_reason"
+	kContentBlock = "content_block"
+	kMessage      = "message"
+	kStopSequence = "stop_sequence"
+	kRole         = "role"
+)
+
 type messagesReq struct {
 	Model     string            `json:"model"`
 	Messages  []json.RawMessage `json:"messages"`
@@ -99,10 +119,10 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	id := fmt.Sprintf("msg_%d", s.Requests.Load())
 	var content []map[string]any
 	if turn.Think != "" {
-		content = append(content, map[string]any{"type": "thinking", "thinking": turn.Think, "signature": "sig"})
+		content = append(content, map[string]any{kType: kThinking, kThinking: turn.Think, "signature": "sig"})
 	}
 	if turn.Say != "" {
-		content = append(content, map[string]any{"type": "text", "text": turn.Say})
+		content = append(content, map[string]any{kType: kText, kText: turn.Say})
 	}
 	stop := "end_turn"
 	for _, tc := range turn.Tools {
@@ -110,8 +130,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 		if args == nil {
 			args = map[string]any{}
 		}
-		content = append(content, map[string]any{"type": "tool_use", "id": tc.ID, "name": tc.Name, "input": args})
-		stop = "tool_use"
+		content = append(content, map[string]any{kType: kToolUse, "id": tc.ID, "name": tc.Name, "input": args})
+		stop = kToolUse
 	}
 	if req.Stream {
 		s.messagesStream(w, req, turn, content, stop, u, id)
@@ -122,8 +142,8 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": content,
-		"stop_reason": stop, "stop_sequence": nil, "usage": u,
+		"id": id, kType: kMessage, kRole: kAssistant, kModel: req.Model, kContent: content,
+		kStopReason: stop, kStopSequence: nil, kUsage: u,
 	})
 }
 
@@ -133,7 +153,7 @@ func (s *Server) messagesStream(w http.ResponseWriter, req messagesReq, turn *Tu
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(http.StatusOK)
 	send := func(event string, data map[string]any) {
-		data["type"] = event
+		data[kType] = event
 		raw, _ := json.Marshal(data)
 		_, _ = fmt.Fprintf(w, "event: %s\ndata: %s\n\n", event, raw)
 		if fl != nil {
@@ -142,37 +162,37 @@ func (s *Server) messagesStream(w http.ResponseWriter, req messagesReq, turn *Tu
 	}
 	start := u
 	start.OutputTokens = min(1, u.OutputTokens)
-	send("message_start", map[string]any{"message": map[string]any{"id": id, "type": "message", "role": "assistant",
-		"model": req.Model, "content": []any{}, "stop_reason": nil, "stop_sequence": nil, "usage": start}})
+	send("message_start", map[string]any{kMessage: map[string]any{"id": id, kType: kMessage, kRole: kAssistant,
+		kModel: req.Model, kContent: []any{}, kStopReason: nil, kStopSequence: nil, kUsage: start}})
 	pause := time.Duration(turn.ChunkDelayMS) * time.Millisecond
 	for i, b := range content {
-		switch b["type"] {
-		case "thinking":
-			send("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "thinking", "thinking": ""}})
+		switch b[kType] {
+		case kThinking:
+			send("content_block_start", map[string]any{kIndex: i, kContentBlock: map[string]any{kType: kThinking, kThinking: ""}})
 			for _, part := range chunks(turn.Think, 16) {
 				time.Sleep(pause)
-				send("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "thinking_delta", "thinking": part}})
+				send("content_block_delta", map[string]any{kIndex: i, kDelta: map[string]any{kType: "thinking_delta", kThinking: part}})
 			}
-			send("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "signature_delta", "signature": "sig"}})
-		case "text":
-			send("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "text", "text": ""}})
+			send("content_block_delta", map[string]any{kIndex: i, kDelta: map[string]any{kType: "signature_delta", "signature": "sig"}})
+		case kText:
+			send("content_block_start", map[string]any{kIndex: i, kContentBlock: map[string]any{kType: kText, kText: ""}})
 			for _, part := range chunks(turn.Say, 16) {
 				time.Sleep(pause)
-				send("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": part}})
+				send("content_block_delta", map[string]any{kIndex: i, kDelta: map[string]any{kType: "text_delta", kText: part}})
 			}
-		case "tool_use":
-			send("content_block_start", map[string]any{"index": i, "content_block": map[string]any{"type": "tool_use",
+		case kToolUse:
+			send("content_block_start", map[string]any{kIndex: i, kContentBlock: map[string]any{kType: kToolUse,
 				"id": b["id"], "name": b["name"], "input": map[string]any{}}})
 			raw, _ := json.Marshal(b["input"])
 			for _, part := range chunks(string(raw), 8) {
-				send("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta",
+				send("content_block_delta", map[string]any{kIndex: i, kDelta: map[string]any{kType: "input_json_delta",
 					"partial_json": part}})
 			}
 		}
-		send("content_block_stop", map[string]any{"index": i})
+		send("content_block_stop", map[string]any{kIndex: i})
 	}
-	send("message_delta", map[string]any{"delta": map[string]any{"stop_reason": stop, "stop_sequence": nil},
-		"usage": map[string]any{"output_tokens": u.OutputTokens}})
+	send("message_delta", map[string]any{kDelta: map[string]any{kStopReason: stop, kStopSequence: nil},
+		kUsage: map[string]any{"output_tokens": u.OutputTokens}})
 	send("message_stop", map[string]any{})
 }
 
@@ -186,5 +206,5 @@ func (s *Server) countTokens(w http.ResponseWriter, r *http.Request) {
 func writeAnthropicErr(w http.ResponseWriter, status int, typ, msg string) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+	_ = json.NewEncoder(w).Encode(map[string]any{kType: kError, kError: map[string]any{kType: typ, kMessage: msg}})
 }
