@@ -364,10 +364,13 @@ func (x *exchange) forwardMessages(rctx context.Context, in http.Header, out []b
 	default:
 		var cut error
 		st := &messagesStreamState{}
-		tokens, reported := g.relayMessages(x.w, resp, x.k, m.Name, func(payload []byte) {
-			x.stream(func(tr *openai.Translator) []stream.Event { return tr.Chunk(st.asChunk(payload)) })
+		u := g.relayMessages(x.w, resp, x.k, m.Name, func(payload []byte) {
+			if chunk := st.asChunk(payload); chunk != nil {
+				x.stream(func(tr *openai.Translator) []stream.Event { return tr.Chunk(chunk) })
+			}
 		}, &cut)
-		spanMessagesUsage(rctx, &messagesUsage{InputTokens: tokens})
+		spanMessagesUsage(rctx, u)
+		tokens, reported := u.charged()
 		x.stream(func(tr *openai.Translator) []stream.Event { return tr.End(cut) })
 		x.done = g.clock.Now()
 		outcome := "ok"
@@ -391,9 +394,9 @@ func spanMessagesUsage(ctx context.Context, u *messagesUsage) {
 // by line (each bounded like the chat door's), reading the usage of
 // message_start and the cumulative output of message_delta. The usage counts
 // as reported only once message_stop arrived: a stream cut before it is
-// charged its reservation, as on the chat door.
+// charged its reservation, as on the chat door (nil: no usage to count).
 func (g *Gateway) relayMessages(w http.ResponseWriter, resp *http.Response, k *keeper, model string,
-	onData func([]byte), cut *error) (int64, bool) {
+	onData func([]byte), cut *error) *messagesUsage {
 	fl, _ := w.(http.Flusher)
 	copyHeader(w, resp, "Content-Type")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -468,12 +471,12 @@ func (g *Gateway) relayMessages(w http.ResponseWriter, resp *http.Response, k *k
 				}
 				k.providerFault("StreamCut", true, fmt.Sprintf("model %s: the stream ended before message_stop: %s", model, why))
 				*cut = fmt.Errorf("the provider's stream ended before message_stop: %s", why)
-				return 0, false
+				return nil
 			}
 			if !seen {
-				return 0, false
+				return nil
 			}
-			return u.charged()
+			return &u
 		}
 	}
 }

@@ -516,3 +516,61 @@ func TestMessagesDoorRefusesWhatCannotBeTranslatedNamingIt(t *testing.T) {
 	g.Expect(rec.bodies).To(BeEmpty(), "nothing refused reached a provider")
 	g.Consistently(func() int64 { return e.Status().Usage.ModelRequests }).Should(BeZero())
 }
+
+// A Messages answer, passed through or translated, becomes the same run
+// stream blocks as a chat answer: reasoning, text and tool calls.
+func TestMessagesDoorAnswersBecomeRunStreamBlocks(t *testing.T) {
+	for _, c := range []struct{ name, model string }{{"passthrough", gatewaytest.Model}, {"translated", gatewaytest.DegradedModel}} {
+		t.Run(c.name, func(t *testing.T) {
+			g := NewWithT(t)
+			e, col, _ := streamEnv(t, func(ra *v1alpha1.RunAttempt) {
+				ra.Spec.Policy.Models[0].API = v1alpha1.ModelAPIAnthropicMessages
+			})
+			resp := sendMessages(t, e, "/v1/messages", "x-api-key", []byte(`{"model":"`+c.model+`","max_tokens":300,"stream":true,`+
+				`"messages":[{"role":"user","content":"find sources"}],"agentrun_scripted":{"think":"the user wants sources",`+
+				`"say":"Searching now.","tools":[{"id":"call-1","name":"search","arguments":{"q":"vector databases"}}]}}`), nil)
+			_, _ = io.ReadAll(resp.Body)
+			_ = resp.Body.Close()
+			g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+			g.Eventually(col.types).Should(ContainElement("STEP_FINISHED"))
+			var text, reasoning, args strings.Builder
+			for _, ev := range col.all() {
+				g.Expect(ev.Validate()).To(Succeed())
+				switch ev.Type {
+				case "TEXT_MESSAGE_CONTENT":
+					text.WriteString(ev.Delta)
+				case "REASONING_MESSAGE_CONTENT":
+					reasoning.WriteString(ev.Delta)
+				case "TOOL_CALL_ARGS":
+					args.WriteString(ev.Delta)
+				}
+			}
+			g.Expect(text.String()).To(Equal("Searching now."))
+			g.Expect(args.String()).To(MatchJSON(`{"q":"vector databases"}`))
+			if c.name == "passthrough" {
+				g.Expect(reasoning.String()).To(Equal("the user wants sources"), "thinking blocks are the run's reasoning")
+			}
+		})
+	}
+}
+
+// The GenAI span of a Messages request names the provider it went to.
+func TestMessagesDoorSpanNamesTheProvider(t *testing.T) {
+	g := NewWithT(t)
+	exp := inMemoryTracing(t)
+	e, _, _ := messagesEnv(t, nil)
+	for _, model := range []string{gatewaytest.Model, gatewaytest.DegradedModel} {
+		resp := sendMessages(t, e, "/v1/messages", "x-api-key", []byte(`{"model":"`+model+`","max_tokens":100,`+
+			`"messages":[{"role":"user","content":"hi"}],"agentrun_scripted":{"say":"hi","tokens":42,"cacheReadTokens":8}}`), nil)
+		g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+		_ = resp.Body.Close()
+	}
+	g.Eventually(spanNamed(exp, "chat "+gatewaytest.Model)).ShouldNot(BeNil())
+	a := attrs(*spanNamed(exp, "chat "+gatewaytest.Model)())
+	g.Expect(a["gen_ai.provider.name"].AsString()).To(Equal("anthropic"))
+	g.Expect(a["gen_ai.usage.input_tokens"].AsInt64()).To(BeEquivalentTo(21+8), "input with the cache tokens")
+	g.Expect(a["gen_ai.usage.output_tokens"].AsInt64()).To(BeEquivalentTo(21))
+	g.Eventually(spanNamed(exp, "chat "+gatewaytest.DegradedModel)).ShouldNot(BeNil())
+	a = attrs(*spanNamed(exp, "chat "+gatewaytest.DegradedModel)())
+	g.Expect(a["gen_ai.provider.name"].AsString()).To(Equal("openai"))
+}
