@@ -23,6 +23,8 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"testing"
@@ -573,4 +575,31 @@ func TestMessagesDoorSpanNamesTheProvider(t *testing.T) {
 	g.Eventually(spanNamed(exp, "chat "+gatewaytest.DegradedModel)).ShouldNot(BeNil())
 	a = attrs(*spanNamed(exp, "chat "+gatewaytest.DegradedModel)())
 	g.Expect(a["gen_ai.provider.name"].AsString()).To(Equal("openai"))
+}
+
+// The official anthropic Python package, unmodified, talks to the door:
+// a message, a streamed tool call, and a refusal at the grant it surfaces
+// as RateLimitError and does not retry. Skipped when the package is not
+// installed ($AGENTRUN_ANTHROPIC_PYTHON names a python that has it).
+func TestMessagesDoorWithTheAnthropicPythonSDK(t *testing.T) {
+	py := os.Getenv("AGENTRUN_ANTHROPIC_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	if exec.Command(py, "-c", "import anthropic").Run() != nil {
+		t.Skip("the anthropic Python package is not installed (set AGENTRUN_ANTHROPIC_PYTHON)")
+	}
+	g := NewWithT(t)
+	// The chat side of the scripted upstream reports no cache tokens.
+	for model, usage := range map[string]string{gatewaytest.Model: "50", gatewaytest.DegradedModel: "40"} {
+		e, _, _ := messagesEnv(t, func(ra *v1alpha1.RunAttempt) { ra.Spec.Grant.ModelRequests = 2 })
+		cmd := exec.Command(py, "testdata/anthropic_sdk.py", model)
+		cmd.Env = append(os.Environ(), "GATEWAY_URL="+e.URL(), "POD_TOKEN="+gatewaytest.Token)
+		out, err := cmd.CombinedOutput()
+		g.Expect(err).NotTo(HaveOccurred(), string(out))
+		g.Expect(out).To(MatchJSON(`{"text":"hello from the door","usage":`+usage+`,"stop_reason":"tool_use",
+			"tool_input":[{"command":"ls"}],"refused":{"status":429,"code":"grant_exhausted","type":"rate_limit_error"}}`), model)
+		g.Expect(e.Metric("agentrun_gateway_refusals_total", map[string]string{"code": "grant_exhausted"})).To(
+			BeEquivalentTo(1), "x-should-retry: false: the SDK asked once")
+	}
 }
