@@ -245,6 +245,10 @@ func TestMessagesDoorStreamsEventsUnchangedAndCountsStartAndDelta(t *testing.T) 
 	h, path := hr.last()
 	g.Expect(path).To(Equal("/v1/messages"), "the client's query stays at the gateway")
 	g.Expect(h.Get("anthropic-version")).To(Equal("2023-06-01"), "a default version when the client names none")
+	g.Expect(h.Get("Authorization")).To(BeEmpty(), "the pod's bearer token stays at the gateway")
+	for name, vs := range h {
+		g.Expect(strings.Join(vs, ",")).NotTo(ContainSubstring(gatewaytest.Token), name)
+	}
 	g.Expect(h.Get("x-api-key")).To(Equal("sk-ant-provider"))
 	// message_start: input 15 + cache read 50 (output 1); message_delta:
 	// output 15 cumulative.
@@ -602,4 +606,25 @@ func TestMessagesDoorWithTheAnthropicPythonSDK(t *testing.T) {
 		g.Expect(e.Metric("agentrun_gateway_refusals_total", map[string]string{"code": "grant_exhausted"})).To(
 			BeEquivalentTo(1), "x-should-retry: false: the SDK asked once")
 	}
+}
+
+// A Messages stream cut before message_stop is charged its reservation,
+// whatever message_start said, and is a StreamCut fault.
+func TestMessagesDoorChargesTheReservationForAStreamCutBeforeMessageStop(t *testing.T) {
+	g := NewWithT(t)
+	e, rec, _ := messagesEnv(t, func(ra *v1alpha1.RunAttempt) { ra.Spec.Grant.Tokens = new(int64(100000)) })
+	rec.inner = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":"+
+			"{\"input_tokens\":3,\"output_tokens\":1}}}\n\nevent: content_block_delta\n")
+	})
+	body := []byte(`{"model":"scripted","max_tokens":100,"stream":true,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := sendMessages(t, e, "/v1/messages", "x-api-key", body, nil)
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(string(raw)).To(HavePrefix("event: message_start"), "what came is relayed")
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).Should(
+		Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: int64(len(body)) + 100}), "the reservation: the body's bytes plus max_tokens")
+	g.Eventually(func() []v1alpha1.Fault { return e.Status().Faults }).Should(ContainElement(
+		And(HaveField("Kind", "StreamCut"), HaveField("Scope", v1alpha1.FaultScopeProvider))))
 }
