@@ -16,8 +16,9 @@ limitations under the License.
 
 // Package upstream is a fake OpenAI-compatible model provider: the scripted
 // upstream the gateway forwards to in the tests, the local stack and the
-// benchmark. It answers chat completions (streaming and not) and reports
-// usage like a real provider:
+// benchmark. It answers chat completions and Anthropic Messages (POST
+// /messages and /messages/count_tokens; messages.go), streaming and not, and
+// reports usage like a real provider:
 //
 //   - a request carrying a scripted turn (the JSON field ScriptField, which
 //     the reference agent's scripted provider sets) is answered with that
@@ -92,8 +93,8 @@ type Error struct {
 	RetryAfterSeconds int `json:"retryAfterSeconds,omitempty"`
 }
 
-// Server is the fake provider, an http.Handler for /v1/chat/completions and
-// /v1/models (any path prefix).
+// Server is the fake provider, an http.Handler for /v1/chat/completions,
+// /v1/messages and /v1/models (any path prefix).
 type Server struct {
 	// Latency is added before every answer (the benchmark's fixed provider latency).
 	Latency time.Duration
