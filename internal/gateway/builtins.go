@@ -60,7 +60,7 @@ func stringProps(required []string, props ...[2]string) map[string]any {
 	for _, x := range props {
 		p[x[0]] = map[string]any{jsonType: "string", "description": x[1]}
 	}
-	return map[string]any{jsonType: jsonObject, "properties": p, "required": required, "additionalProperties": false}
+	return map[string]any{jsonType: jsonObject, "properties": p, wireRequired: required, "additionalProperties": false}
 }
 
 func builtinTool(name string) builtin {

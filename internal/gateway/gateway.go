@@ -374,6 +374,8 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("POST "+gatewayapi.ModelPathPrefix+"/chat/completions", g.attempt("chat", g.chatCompletions))
 	mux.Handle("POST "+gatewayapi.ModelPathPrefix+"/responses", g.attempt("responses", g.responses))
 	mux.Handle("GET "+gatewayapi.ModelPathPrefix+"/models", g.attempt("models", g.listModels))
+	mux.Handle("POST "+gatewayapi.ModelPathPrefix+"/messages", anthropicShape(g.attempt("messages", g.messages)))
+	mux.Handle("POST "+gatewayapi.ModelPathPrefix+"/messages/count_tokens", anthropicShape(g.attempt("count_tokens", g.countTokens)))
 	mux.Handle(gatewayapi.MCPPath, g.mcpHandler())
 	p := gatewayapi.PathPrefix + "/self"
 	mux.Handle("GET "+p, g.attempt("self", g.getSelf))

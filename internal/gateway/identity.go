@@ -307,6 +307,10 @@ func bearer(r *http.Request) string {
 	if tok, ok := strings.CutPrefix(h, "bearer "); ok {
 		return strings.TrimSpace(tok)
 	}
-	// Some clients send the key in api-key (Azure style).
+	// The Anthropic SDKs send the key in x-api-key; some clients send it in
+	// api-key (Azure style).
+	if tok := strings.TrimSpace(r.Header.Get("x-api-key")); tok != "" {
+		return tok
+	}
 	return strings.TrimSpace(r.Header.Get("api-key"))
 }

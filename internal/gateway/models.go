@@ -454,11 +454,7 @@ func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keep
 		writeError(w, e)
 		return
 	}
-	if isFinalizing(spec) && r.Header.Get(gatewayapi.HeaderPurpose) == gatewayapi.PurposeResearch {
-		// The agent's view may lag the phase: a research turn it sends
-		// after the run started Finalizing must not spend the reserve.
-		e := errGrant(gatewayapi.CodeFinalizeOnly,
-			"the run is finalizing: the reserve serves only output work, and this model request declared purpose research")
+	if e := finalizeOnly(spec, r); e != nil {
 		k.refusal(e, "model/"+c.model)
 		writeError(w, e)
 		return

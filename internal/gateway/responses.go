@@ -63,7 +63,7 @@ type responsesRequest struct {
 // reads or rewrites, passed through or translated: a folded twin of one is
 // refused (refuseFoldedKeys).
 var responsesControlled = []string{
-	fieldModel, fieldStream, fieldMaxOutputTokens, "input", fieldInstructions, fieldTools, fieldToolChoice, argText, itemReasoning,
+	fieldModel, fieldStream, fieldMaxOutputTokens, wireInput, fieldInstructions, fieldTools, fieldToolChoice, argText, itemReasoning,
 	fieldTemperature, fieldTopP, fieldParallelToolCalls, fieldStore, fieldPreviousResponseID, "conversation", fieldBackground, "include",
 }
 
@@ -106,12 +106,12 @@ func (c *responsesRequest) conversation() []json.RawMessage {
 		m, _ := json.Marshal(map[string]string{keyRole: roleSystem, argContent: s})
 		msgs = append(msgs, m)
 	}
-	if json.Unmarshal(c.fields["input"], &s) == nil {
+	if json.Unmarshal(c.fields[wireInput], &s) == nil {
 		m, _ := json.Marshal(map[string]string{keyRole: roleUser, argContent: s})
 		return append(msgs, m)
 	}
 	var items []json.RawMessage
-	_ = json.Unmarshal(c.fields["input"], &items)
+	_ = json.Unmarshal(c.fields[wireInput], &items)
 	return append(msgs, items...)
 }
 
@@ -146,7 +146,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, k *keeper) {
 		}
 		call.dispatch = func(ctx context.Context, x *exchange, mt int64, key string) {
 			if tr != nil {
-				x.forwardTranslated(ctx, tr, mt, key)
+				x.forwardResponsesToChat(ctx, tr, mt, key)
 				return
 			}
 			x.forwardResponses(ctx, c.upstreamBody(x.m, mt), key, c.stream)

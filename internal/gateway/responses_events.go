@@ -51,7 +51,7 @@ const (
 	valueAuto               = "auto"
 	fieldParallelToolCalls  = "parallel_tool_calls"
 	typeFunction            = "function"
-	keyName                 = "name"
+	keyName                 = jName
 	formatJSONSchema        = "json_schema"
 	keyArguments            = "arguments"
 	partOutputText          = "output_text"
@@ -89,7 +89,7 @@ func asChunk(d chunkDelta, finish string) []byte {
 	if finish != "" {
 		c["finish_reason"] = finish
 	}
-	raw, _ := json.Marshal(map[string]any{"choices": []any{c}})
+	raw, _ := json.Marshal(map[string]any{wireChoices: []any{c}})
 	return raw
 }
 
@@ -173,6 +173,6 @@ func responseAsCompletion(raw []byte) []byte {
 	if len(calls) > 0 {
 		msg["tool_calls"] = calls
 	}
-	out, _ := json.Marshal(map[string]any{"choices": []any{map[string]any{"index": 0, itemMessage: msg}}})
+	out, _ := json.Marshal(map[string]any{wireChoices: []any{map[string]any{"index": 0, itemMessage: msg}}})
 	return out
 }

@@ -129,7 +129,7 @@ func translateResponses(c *responsesRequest) (*responsesTranslation, *apiError) 
 			t.chat[name] = f[name]
 		}
 	}
-	msgs, e := translateInput(f[fieldInstructions], f["input"])
+	msgs, e := translateInput(f[fieldInstructions], f[wireInput])
 	if e != nil {
 		return nil, e
 	}
@@ -189,8 +189,8 @@ func (t *responsesTranslation) tools() *apiError {
 	}
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
-		if s != valueAuto && s != "none" && s != "required" {
-			return errInvalid(fieldToolChoice, `tool_choice must be "auto", "none", "required" or a function`)
+		if s != valueAuto && s != "none" && s != wireRequired {
+			return errInvalid(fieldToolChoice, `tool_choice must be "auto", "none", wireRequired or a function`)
 		}
 		t.chat[fieldToolChoice] = raw
 		return nil
@@ -269,7 +269,7 @@ func translateInput(instructions, input json.RawMessage) ([]map[string]any, *api
 	}
 	var items []inputItem
 	if json.Unmarshal(input, &items) != nil || len(items) == 0 {
-		return nil, errInvalid("input", "input is required: a string or a non-empty array of input items")
+		return nil, errInvalid(wireInput, "input is required: a string or a non-empty array of input items")
 	}
 	calls := -1 // the index of the assistant message function calls join, if any
 	for i, it := range items {
@@ -350,7 +350,7 @@ func translateContent(param string, raw json.RawMessage, images bool) (any, *api
 		case "input_text", partOutputText, argText:
 			text.WriteString(p.Text)
 			out = append(out, map[string]any{jsonType: argText, argText: p.Text})
-		case "refusal":
+		case wireRefusal:
 			text.WriteString(p.Refusal)
 			out = append(out, map[string]any{jsonType: argText, argText: p.Refusal})
 		case "input_image":
@@ -361,7 +361,7 @@ func translateContent(param string, raw json.RawMessage, images bool) (any, *api
 			if p.Detail != "" {
 				img["detail"] = p.Detail
 			}
-			out = append(out, map[string]any{jsonType: "image_url", "image_url": img})
+			out = append(out, map[string]any{jsonType: wireImageURL, wireImageURL: img})
 			image = true
 		default:
 			return nil, refuse(fmt.Sprintf("%s[%d].type", param, j), fmt.Sprintf("content part type %q", p.Type))
@@ -429,7 +429,7 @@ func newItemID(prefix string) string {
 func (t *responsesTranslation) object(id string, created int64, status string, finish string, output []map[string]any,
 	u *responsesUsage, maxTokens int64) map[string]any {
 	o := map[string]any{
-		"id": id, "object": keyResponse, "created_at": created, keyStatus: status, fieldModel: t.req.model,
+		"id": id, jsonObject: keyResponse, "created_at": created, keyStatus: status, fieldModel: t.req.model,
 		"output": output, "usage": u, keyError: nil, "incomplete_details": nil, fieldStore: false, fieldBackground: false,
 		fieldPreviousResponseID: nil, "truncation": "disabled", fieldParallelToolCalls: true, fieldToolChoice: valueAuto,
 		fieldTools: []any{}, fieldMetadata: map[string]any{}, argText: map[string]any{"format": map[string]string{jsonType: argText}},
@@ -448,10 +448,10 @@ func (t *responsesTranslation) object(id string, created int64, status string, f
 		o[k] = v
 	}
 	switch finish {
-	case "length":
+	case wireLength:
 		o[keyStatus], o["incomplete_details"] = statusIncomplete, map[string]string{"reason": "max_output_tokens"}
-	case "content_filter":
-		o[keyStatus], o["incomplete_details"] = statusIncomplete, map[string]string{"reason": "content_filter"}
+	case wireContentFilter:
+		o[keyStatus], o["incomplete_details"] = statusIncomplete, map[string]string{"reason": wireContentFilter}
 	}
 	return o
 }
@@ -470,9 +470,9 @@ func callItem(id, callID, name, args, status string) map[string]any {
 	return map[string]any{jsonType: itemFunctionCall, "id": id, "call_id": callID, keyName: name, keyArguments: args, keyStatus: status}
 }
 
-// forwardTranslated sends a translated request to a chat provider and
+// forwardResponsesToChat sends a translated request to a chat provider and
 // answers in the Responses shape.
-func (x *exchange) forwardTranslated(rctx context.Context, t *responsesTranslation, mt int64, key string) {
+func (x *exchange) forwardResponsesToChat(rctx context.Context, t *responsesTranslation, mt int64, key string) {
 	g := x.g
 	resp, cancel := x.send(rctx, "/chat/completions", t.body(x.m, mt), key, t.req.stream)
 	if resp == nil {

@@ -28,6 +28,7 @@ import (
 // Wire names.
 const (
 	keyStatus        = "status"
+	keyName          = "name"
 	keyResponse      = "response"
 	keyObject        = "object"
 	keyRole          = "role"
@@ -146,7 +147,7 @@ func responseItems(turn *Turn, n int64) []map[string]any {
 	for i, tc := range turn.Tools {
 		c := wireCall(tc, nil)
 		items = append(items, map[string]any{keyType: "function_call", "id": fmt.Sprintf("fc_%d_%d", n, i), keyStatus: statusCompleted,
-			"call_id": tc.ID, "name": tc.Name, "arguments": c.Function.Arguments})
+			"call_id": tc.ID, keyName: tc.Name, "arguments": c.Function.Arguments})
 	}
 	return items
 }

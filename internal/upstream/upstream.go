@@ -16,9 +16,10 @@ limitations under the License.
 
 // Package upstream is a fake OpenAI-compatible model provider: the scripted
 // upstream the gateway forwards to in the tests, the local stack and the
-// benchmark. It answers chat completions and the Responses API (POST
-// /responses, responses.go), streaming and not, and reports usage like a
-// real provider:
+// benchmark. It answers chat completions, the Responses API (POST
+// /responses, responses.go) and Anthropic Messages (POST /messages and
+// /messages/count_tokens; messages.go), streaming and not, and reports usage
+// like a real provider:
 //
 //   - a request carrying a scripted turn (the JSON field ScriptField, which
 //     the reference agent's scripted provider sets) is answered with that
@@ -68,6 +69,11 @@ type Turn struct {
 	// usage details (0: none reported).
 	CachedTokens    int64 `json:"cachedTokens,omitempty"`
 	ReasoningTokens int64 `json:"reasoningTokens,omitempty"`
+	// CacheReadTokens and CacheWriteTokens are reported by the Messages
+	// side as cache_read_input_tokens and cache_creation_input_tokens, on
+	// top of Tokens.
+	CacheReadTokens  int64 `json:"cacheReadTokens,omitempty"`
+	CacheWriteTokens int64 `json:"cacheWriteTokens,omitempty"`
 	// Error answers with an error instead.
 	Error *Error `json:"error,omitempty"`
 }
@@ -94,7 +100,7 @@ type Error struct {
 }
 
 // Server is the fake provider, an http.Handler for /v1/chat/completions,
-// /v1/responses and /v1/models (any path prefix).
+// /v1/responses, /v1/messages and /v1/models (any path prefix).
 type Server struct {
 	// Latency is added before every answer (the benchmark's fixed provider latency).
 	Latency time.Duration
@@ -120,6 +126,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
 		s.chat(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages/count_tokens"):
+		s.countTokens(w, r)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
+		s.messages(w, r)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
 		s.responses(w, r)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
