@@ -3,7 +3,8 @@
 #
 # Tests the gateway's non-Go clients against the protocol conformance gateway
 # (test/conformance): the Python SDK (sdk/python), the openai (PyPI) examples,
-# the openai (npm) examples and the @openai/agents (npm) agent. Idempotent;
+# the openai (npm) examples, the @openai/agents (npm) agent, and the Messages
+# door with the official anthropic (PyPI) package. Idempotent;
 # needs only Go, Node 20 and
 # Python 3.11 with pip, and the package registries:
 #   - bin/venv: a virtualenv with examples/openai-python/requirements.txt
@@ -70,6 +71,8 @@ log "pytest: sdk/python"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider sdk/python
 log "pytest: examples/openai-python"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider examples/openai-python/tests
+log "go test: the Messages door with the pinned anthropic Python package"
+AGENTRUN_ANTHROPIC_PYTHON="$venv/bin/python" go test -count=1 -run '^TestMessagesDoorWithTheAnthropicPythonSDK$' ./internal/gateway/
 for ex in "${node_examples[@]}"; do
   log "node --test: $ex"
   (cd "$ex" && npm test --silent)
