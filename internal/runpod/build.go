@@ -318,6 +318,7 @@ func addEnv(c *corev1.Container, run *v1alpha1.ResearchRun, attempt int32, name 
 			corev1.EnvVar{Name: gatewayapi.EnvGatewayURL, Value: gw.URL},
 			corev1.EnvVar{Name: gatewayapi.EnvTokenFile, Value: path.Join(GatewayMountPath, GatewayTokenFile)},
 			corev1.EnvVar{Name: gatewayapi.EnvOpenAIBaseURL, Value: gw.URL + gatewayapi.ModelPathPrefix},
+			corev1.EnvVar{Name: gatewayapi.EnvAnthropicBaseURL, Value: gw.URL},
 			corev1.EnvVar{Name: gatewayapi.EnvMCPURL, Value: gw.URL + gatewayapi.MCPPath})
 		if gw.CAConfigMap != "" {
 			ca := path.Join(GatewayMountPath, GatewayCAFile)

@@ -93,6 +93,7 @@ func agentEnv(n string) []corev1.EnvVar {
 		{Name: "AGENTRUN_GATEWAY_URL", Value: "https://gw.example:8443"},
 		{Name: "AGENTRUN_TOKEN_FILE", Value: "/var/run/secrets/agentrun.dev/gateway/token"},
 		{Name: "OPENAI_BASE_URL", Value: "https://gw.example:8443/v1"},
+		{Name: "ANTHROPIC_BASE_URL", Value: "https://gw.example:8443"},
 		{Name: "AGENTRUN_MCP_URL", Value: "https://gw.example:8443/mcp"},
 		{Name: "AGENTRUN_GATEWAY_CA_FILE", Value: "/var/run/secrets/agentrun.dev/gateway/ca.crt"},
 		{Name: "NODE_EXTRA_CA_CERTS", Value: "/var/run/secrets/agentrun.dev/gateway/ca.crt"},
@@ -418,7 +419,7 @@ func TestBuildTemplateFields(t *testing.T) {
 					{Name: "MODEL", Value: "scripted"},
 					{Name: v1alpha1.EnvRun, Value: "custom"},
 					{Name: EnvPodName, Value: "fixed"},
-					all[0], all[2], all[3], all[5], all[6], all[7], all[8], all[9], all[10], all[11],
+					all[0], all[2], all[3], all[5], all[6], all[7], all[8], all[9], all[10], all[11], all[12],
 				}
 				if diff := cmp.Diff(want, pod.Spec.Containers[0].Env); diff != "" {
 					t.Errorf("env (-want +got):\n%s", diff)

@@ -49,6 +49,10 @@ const (
 	// EnvOpenAIBaseURL is the model door's base URL (<gateway>/v1), in the
 	// variable the official OpenAI SDKs read.
 	EnvOpenAIBaseURL = "OPENAI_BASE_URL"
+	// EnvAnthropicBaseURL is the Messages door's base URL (<gateway>: the
+	// Anthropic SDKs and Claude Code append /v1/messages), in the variable
+	// they read.
+	EnvAnthropicBaseURL = "ANTHROPIC_BASE_URL"
 
 	// PathPrefix is the agent API's prefix; the version is part of the path.
 	PathPrefix = "/agentrun/v1"
