@@ -84,9 +84,9 @@ func (g *Gateway) mcpHandler() http.Handler {
 				if !ok || ctr.Params == nil {
 					return nil, errors.New("tools/call without parameters")
 				}
-				return k.toolSpan(ctx, ctr.Params, func(ctx context.Context) *mcp.CallToolResult {
+				return completeResult(req, k.toolSpan(ctx, ctr.Params, func(ctx context.Context) *mcp.CallToolResult {
 					return k.callTool(ctx, ctr.Params)
-				}), nil
+				})), nil
 			}
 			return next(ctx, method, req)
 		}
@@ -104,6 +104,40 @@ func (g *Gateway) mcpHandler() http.Handler {
 		ctx = context.WithValue(ctx, httpHeaderKey{}, r.Header)
 		h.ServeHTTP(w, r.WithContext(context.WithValue(ctx, tokenKey{}, bearer(r))))
 	})
+}
+
+// revisionResultType is the first protocol revision whose tools/call
+// results say whether they are complete (resultType, SEP-2322).
+const revisionResultType = "2026-07-28"
+
+// completeResult marks a tools/call result the door made itself complete
+// on a revision that requires it, as the SDK marks its own tool handlers'
+// results; the official Python SDK rejects a result without it. The SDK's
+// setter is unexported: its JSON decoding sets the field. A request on
+// 2026-07-28 or later has no InitializeParams (the SDK synthesizes them
+// only for older ones), so none means the newest, as in the SDK.
+func completeResult(req mcp.Request, res *mcp.CallToolResult) *mcp.CallToolResult {
+	ss, _ := req.GetSession().(*mcp.ServerSession)
+	if res == nil || ss == nil {
+		return res
+	}
+	if ip := ss.InitializeParams(); ip != nil && ip.ProtocolVersion < revisionResultType {
+		return res
+	}
+	raw, err := json.Marshal(res)
+	if err != nil {
+		return res
+	}
+	var wire map[string]json.RawMessage
+	if json.Unmarshal(raw, &wire) != nil {
+		return res
+	}
+	wire["resultType"] = json.RawMessage(`"complete"`)
+	out := &mcp.CallToolResult{}
+	if raw, err = json.Marshal(wire); err != nil || json.Unmarshal(raw, out) != nil {
+		return res
+	}
+	return out
 }
 
 // doorTool is a catalogue tool as the door serves it.

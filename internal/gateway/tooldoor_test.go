@@ -17,10 +17,12 @@ limitations under the License.
 package gateway_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -570,4 +572,64 @@ func TestAnUnreachableAuthorityIsWaitedFor(t *testing.T) {
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK), "the model door holds the request too")
 	_ = resp.Body.Close()
 	g.Eventually(func() int64 { return e.Status().Usage.ModelRequests }).Should(Equal(int64(1)), "one request dispatched and counted")
+}
+
+// recordingTransport keeps the body of every tools/call response.
+type recordingTransport struct {
+	token string
+	mu    sync.Mutex
+	calls []string
+}
+
+func (r *recordingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	isCall := req.Header.Get("Mcp-Method") == "tools/call"
+	if req.Body != nil && !isCall {
+		b, _ := io.ReadAll(req.Body)
+		isCall = bytes.Contains(b, []byte(`"method":"tools/call"`))
+		req.Body = io.NopCloser(bytes.NewReader(b))
+	}
+	res, err := bearerTransport{r.token}.RoundTrip(req)
+	if err != nil || !isCall {
+		return res, err
+	}
+	b, err := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	res.Body = io.NopCloser(bytes.NewReader(b))
+	r.mu.Lock()
+	r.calls = append(r.calls, string(b))
+	r.mu.Unlock()
+	return res, err
+}
+
+// The door answers tools/call itself: on revision 2026-07-28 every result
+// says resultType "complete", as the SDK's own tool handlers do, or the
+// official Python SDK cannot read a refusal or a built-in's result
+// (test/mcpinterop found it).
+func TestToolDoorCallResultsCarryTheirTypeOnTheNewestRevision(t *testing.T) {
+	g := NewWithT(t)
+	e, _ := doorEnv(t, nil)
+	e.ApproveToolWhenAsked(gatewayapi.ToolReportPublish)
+	rec := &recordingTransport{token: gatewaytest.Token}
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-agent"}, nil)
+	cs, err := c.Connect(t.Context(), &mcp.StreamableClientTransport{
+		Endpoint: e.URL() + gatewayapi.MCPPath, HTTPClient: &http.Client{Transport: rec}, DisableStandaloneSSE: true,
+	}, nil)
+	g.Expect(err).NotTo(HaveOccurred())
+	t.Cleanup(func() { _ = cs.Close() })
+	g.Expect(cs.InitializeResult().ProtocolVersion).To(Equal("2026-07-28"))
+
+	for _, p := range []*mcp.CallToolParams{
+		{Name: "search", Arguments: map[string]any{"q": "x"}},                                      // a tool server's result
+		{Name: "shell.exec", Arguments: map[string]any{}},                                          // a refusal
+		{Name: "report.publish", Arguments: map[string]any{"section": "Overview", "content": "x"}}, // a built-in
+	} {
+		_, err := cs.CallTool(t.Context(), p)
+		g.Expect(err).NotTo(HaveOccurred())
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	g.Expect(rec.calls).To(HaveLen(3))
+	for _, body := range rec.calls {
+		g.Expect(body).To(ContainSubstring(`"resultType":"complete"`))
+	}
 }

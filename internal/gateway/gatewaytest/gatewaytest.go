@@ -477,6 +477,16 @@ func Decision(actionID string, d v1alpha1.ApprovalDecision) v1alpha1.Approval {
 // it waits (status.awaitingApproval) with no unused approval of its window,
 // until the test ends.
 func (e *Env) ApproveWhenAsked(actionIDs ...string) {
+	e.approveWhenAsked(func(a v1alpha1.ApprovalRequest) bool { return slices.Contains(actionIDs, a.ActionID) })
+}
+
+// ApproveToolWhenAsked approves every call of the tools that waits, as
+// ApproveWhenAsked does for named calls.
+func (e *Env) ApproveToolWhenAsked(tools ...string) {
+	e.approveWhenAsked(func(a v1alpha1.ApprovalRequest) bool { return slices.Contains(tools, a.Tool) })
+}
+
+func (e *Env) approveWhenAsked(match func(v1alpha1.ApprovalRequest) bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	e.T.Cleanup(cancel)
 	g := e.Gateway
@@ -494,7 +504,7 @@ func (e *Env) ApproveWhenAsked(actionIDs ...string) {
 				}
 				changed := false
 				for _, a := range ra.Status.AwaitingApproval {
-					if slices.Contains(actionIDs, a.ActionID) && !Answered(ra, a) {
+					if match(a) && !Answered(ra, a) {
 						ra.Spec.Approvals = append(ra.Spec.Approvals, Decision(a.ActionID, v1alpha1.DecisionApprove))
 						changed = true
 					}
