@@ -4,7 +4,8 @@
 # Tests the gateway's non-Go clients against the protocol conformance gateway
 # (test/conformance): the Python SDK (sdk/python), the openai (PyPI) examples,
 # the openai (npm) examples, the @openai/agents (npm) agent, and the Messages
-# door with the official anthropic (PyPI) package. Idempotent;
+# door with the official anthropic (PyPI) package, and the tool door with the
+# official MCP SDKs (test/mcpinterop; bin/venv-mcp). Idempotent;
 # needs only Go, Node 20 and
 # Python 3.11 with pip, and the package registries:
 #   - bin/venv: a virtualenv with examples/openai-python/requirements.txt
@@ -41,11 +42,31 @@ setup_python() {
   echo "$want" > "$stamp"
 }
 
+# The MCP interop clients (test/mcpinterop): mcp's pins get a venv of their
+# own, so they never clash with the examples'.
+mcp_venv="$root/bin/venv-mcp"
+mcp_reqs="$root/test/mcpinterop/python/requirements.txt"
+
+setup_mcp_python() {
+  local want mark="$mcp_venv/.agentrun-requirements.sha256"
+  want="$(sha256sum < "$mcp_reqs" | cut -d' ' -f1)"
+  if [[ -x "$mcp_venv/bin/python" && -f "$mark" && "$(cat "$mark")" == "$want" ]]; then
+    log "python: $mcp_venv is up to date"
+    return
+  fi
+  log "python: creating $mcp_venv with the hash-pinned mcp requirements"
+  rm -rf "$mcp_venv"
+  "$PYTHON" -m venv "$mcp_venv"
+  "$mcp_venv/bin/python" -m pip install --quiet --disable-pip-version-check --require-hashes -r "$mcp_reqs"
+  echo "$want" > "$mark"
+}
+
 node_examples=(examples/openai-ts examples/openai-agents-ts)
+node_packages=("${node_examples[@]}" test/mcpinterop/ts)
 
 setup_node() {
   local ex lock mark
-  for ex in "${node_examples[@]}"; do
+  for ex in "${node_packages[@]}"; do
     lock="$ex/package-lock.json" mark="$ex/node_modules/.package-lock.json"
     if [[ -f "$mark" && "$mark" -nt "$lock" ]]; then
       log "node: $ex/node_modules is up to date"
@@ -62,6 +83,7 @@ setup_server() {
 }
 
 setup_python
+setup_mcp_python
 setup_node
 setup_server
 [[ "${1:-}" == "--setup" ]] && exit 0
@@ -71,6 +93,9 @@ log "pytest: sdk/python"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider sdk/python
 log "pytest: examples/openai-python"
 "$venv/bin/python" -m pytest -q -p no:cacheprovider examples/openai-python/tests
+log "go test: the tool door with the official MCP Python and TypeScript SDKs, at every revision it announces"
+AGENTRUN_MCP_PYTHON="$mcp_venv/bin/python" AGENTRUN_MCP_NODE="$(command -v node)" \
+  go test -count=1 -timeout 5m ./test/mcpinterop/
 log "go test: the Messages door with the pinned anthropic Python package"
 AGENTRUN_ANTHROPIC_PYTHON="$venv/bin/python" go test -count=1 -run '^TestMessagesDoorWithTheAnthropicPythonSDK$' ./internal/gateway/
 for ex in "${node_examples[@]}"; do
