@@ -27,14 +27,11 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
-	"go.opentelemetry.io/otel"
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
-	"github.com/agentrun-dev/agentrun/internal/gateway/chain"
 	"github.com/agentrun-dev/agentrun/internal/stream"
 	"github.com/agentrun-dev/agentrun/internal/stream/openai"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
@@ -132,18 +129,6 @@ func finalizeOnly(spec v1alpha1.RunAttemptSpec, r *http.Request) *apiError {
 	return nil
 }
 
-// startMessagesSpan opens the GenAI span of a Messages request; the
-// provider is named once the model is known (spanProvider).
-func (k *keeper) startMessagesSpan(r *http.Request, c *messagesRequest) (context.Context, trace.Span) {
-	attrs := append(k.runAttributes(), semconv.GenAIOperationNameChat, semconv.GenAIRequestModel(c.model))
-	if c.maxTokens > 0 {
-		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(c.maxTokens)))
-	}
-	ctx, links := k.spanParent(r.Context(), r.Header)
-	return otel.Tracer(tracerName).Start(ctx, "chat "+c.model,
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...), links)
-}
-
 // spanProvider names the provider of m on span (gen_ai.provider.name, the
 // semantic conventions' successor of gen_ai.system).
 func spanProvider(span trace.Span, m v1alpha1.Model) {
@@ -155,104 +140,44 @@ func spanProvider(span trace.Span, m v1alpha1.Model) {
 	}
 }
 
-// messages serves POST /v1/messages.
+// messages serves POST /v1/messages through the shared flow
+// (serveModelCall): passed through to an AnthropicMessages provider, or
+// translated to a chat provider.
 func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, k *keeper) {
-	start := g.clock.Now()
-	if e := k.enter(fieldModel); e != nil {
-		writeError(w, e)
-		return
-	}
-	defer k.leave()
-	c, e := parseMessages(r)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	ctx, span := k.startMessagesSpan(r, c)
-	sw := &statusWriter{ResponseWriter: w}
-	var x *exchange
-	defer func() { endModelSpan(span, sw, x) }()
-	w, r = sw, r.WithContext(ctx)
-	k.mu.Lock()
-	spec := k.obj.Spec
-	k.mu.Unlock()
-	m, e := serveModel(spec, c.model)
-	if e != nil {
-		writeError(w, e)
-		return
-	}
-	spanProvider(span, m)
-	var tc *messagesToChat
-	switch m.API {
-	case v1alpha1.ModelAPIAnthropicMessages:
-	case v1alpha1.ModelAPIOpenAIChat, "":
-		if tc, e = translateMessagesToChat(c); e != nil {
-			writeError(w, e)
-			return
-		}
-	default:
-		writeError(w, errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway "+
-			"does not translate Anthropic Messages to it: use the %s door", m.Name, m.API, m.API)))
-		return
-	}
-	if e := finalizeOnly(spec, r); e != nil {
-		k.refusal(e, "model/"+c.model)
-		writeError(w, e)
-		return
-	}
-	key, err := g.secrets.key(r.Context(), k.key.Namespace, m.APIKeySecretRef)
-	if err != nil {
-		g.log.Error(err, "Could not read a provider key", "runattempt", k.key, fieldModel, m.Name)
-		writeError(w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeProviderKeyUnavailable,
-			fmt.Sprintf("the gateway could not read the provider key of model %q: %v", m.Name, err)))
-		return
-	}
-	ch, err := k.interceptors()
-	if err != nil {
-		e := newError(http.StatusForbidden, gatewayapi.TypePermission, gatewayapi.CodeInterceptorRefused,
-			fmt.Sprintf("RuntimePolicy %q's interceptor chain cannot run in this gateway, so no model request is made: %v", spec.Policy.Name, err))
-		e.fault = faultInterceptorUnavailable
-		k.refusal(e, "model/"+c.model)
-		writeError(w, e)
-		return
-	}
-	cc := &chain.Call{
-		Kind: chain.KindModel, Namespace: k.key.Namespace, Run: spec.RunName, Attempt: k.key.Name, Policy: spec.Policy.Name,
-		Token: bearer(r), Tool: m.Name, Arguments: map[string]any{jStream: c.stream},
-	}
-	var upstream time.Duration
-	_, ref := k.runChain(context.WithValue(r.Context(), modelCallKey{}, true), ch, cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
-		ticket, mt, e := k.admitModel(ctx, int64(len(c.body)), c.maxTokens, 1, m.MaxTokens)
+	g.serveModelCall(w, r, k, func(r *http.Request) (*modelCall, *apiError) {
+		c, e := parseMessages(r)
 		if e != nil {
-			k.refusal(e, "model/"+c.model)
-			writeError(w, e)
-			return chain.Outcome{IsError: true, Result: e.body.Message}
+			return nil, e
 		}
-		if mt > 0 && c.maxTokens > 0 && mt < c.maxTokens {
-			w.Header().Set(HeaderMaxTokensClamped, strconv.FormatInt(mt, 10))
-		}
-		x = &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name},
-			tr: k.modelTranslator()}
-		if tc != nil {
-			x.forwardMessagesToChat(ctx, tc, mt, key)
-		} else {
-			x.forwardMessages(ctx, r.Header, c.upstreamBody(m, mt), key, c.stream)
-		}
-		upstream = x.done.Sub(x.dispatched)
-		return chain.Outcome{IsError: x.outcome != "ok", Result: x.outcome}
+		var tc *messagesToChat
+		return &modelCall{
+			model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: 1,
+			prepare: func(m v1alpha1.Model) (int64, *apiError) {
+				switch m.API {
+				case v1alpha1.ModelAPIAnthropicMessages:
+				case v1alpha1.ModelAPIOpenAIChat, "":
+					var e *apiError
+					if tc, e = translateMessagesToChat(c); e != nil {
+						return 0, e
+					}
+				default:
+					return 0, errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this "+
+						"gateway does not translate Anthropic Messages to it: use the %s door", m.Name, m.API, m.API))
+				}
+				return int64(len(c.body)), nil
+			},
+			dispatch: func(ctx context.Context, x *exchange, mt int64, key string) {
+				if mt > 0 && c.maxTokens > 0 && mt < c.maxTokens {
+					x.w.Header().Set(HeaderMaxTokensClamped, strconv.FormatInt(mt, 10))
+				}
+				if tc != nil {
+					x.forwardMessagesToChat(ctx, tc, mt, key)
+					return
+				}
+				x.forwardMessages(ctx, r.Header, c.upstreamBody(x.m, mt), key, c.stream)
+			},
+		}, nil
 	})
-	if ref != nil {
-		if ref.Dispatched {
-			k.log.Info("A Post interceptor failed after a model answer was sent", fieldModel, m.Name, jError, ref.Error())
-			return
-		}
-		e := errInterceptor(ref)
-		k.refusal(e, "model/"+c.model)
-		writeError(w, e)
-		return
-	}
-	g.metrics.upstreamSeconds.WithLabelValues(m.Name).Observe(upstream.Seconds())
-	g.metrics.addedSeconds.Observe(max(g.clock.Since(start)-upstream, 0).Seconds())
 }
 
 // HeaderMaxTokensClamped says the max_tokens the gateway forwarded when it

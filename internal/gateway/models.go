@@ -402,15 +402,15 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 }
 
 // modelCall is one model request through one of the doors (chat
-// completions, responses), as the shared flow reads it: the door parses the
+// completions, responses, messages), as the shared flow reads it: the door parses the
 // request and dispatches it; the flow serves the model, admits the request
 // against the grant and counts it, the same whichever door it came through.
 type modelCall struct {
 	model     string
 	stream    bool
-	maxTokens int64 // the completion cap as requested, 0 if none
-	choices   int64 // completions asked for
-	conv      string
+	maxTokens int64  // the completion cap as requested, 0 if none
+	choices   int64  // completions asked for
+	conv      string // the conversation's fingerprint, if the door reads one
 	// prepare checks that the door can serve model m (its provider's API,
 	// the request's features) and returns the request's prompt bound.
 	prepare func(m v1alpha1.Model) (int64, *apiError)
@@ -442,13 +442,16 @@ func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keep
 	w, r = sw, r.WithContext(ctx)
 	k.mu.Lock()
 	spec := k.obj.Spec
-	k.conv = c.conv
+	if c.conv != "" {
+		k.conv = c.conv
+	}
 	k.mu.Unlock()
 	m, e := serveModel(spec, c.model)
 	if e != nil {
 		writeError(w, e)
 		return
 	}
+	spanProvider(span, m)
 	promptBound, e := c.prepare(m)
 	if e != nil {
 		writeError(w, e)

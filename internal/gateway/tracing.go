@@ -113,8 +113,7 @@ func (k *keeper) runAttributes() []attribute.KeyValue {
 
 // startModelSpan starts the span of one model request.
 func (k *keeper) startModelSpan(r *http.Request, model string, maxTokens int64) (context.Context, trace.Span) {
-	attrs := append(k.runAttributes(), semconv.GenAIOperationNameChat, semconv.GenAIProviderNameOpenAI,
-		semconv.GenAIRequestModel(model))
+	attrs := append(k.runAttributes(), semconv.GenAIOperationNameChat, semconv.GenAIRequestModel(model))
 	if maxTokens > 0 {
 		attrs = append(attrs, semconv.GenAIRequestMaxTokens(int(maxTokens)))
 	}

@@ -283,6 +283,4 @@ const (
 	jStopSeq    = "stop_sequence"
 	jUser       = "user"
 	jUsage      = "usage"
-
-	faultInterceptorUnavailable = "InterceptorUnavailable"
 )
