@@ -40,6 +40,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/internal/devstack/node"
 	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 )
@@ -64,6 +65,7 @@ type options struct {
 	providerURL  string
 	providerKey  string
 	providerName string
+	providerAPI  v1.ModelAPI
 	toolsHosts   imageFlags
 	toolsFake    string
 }
@@ -92,12 +94,21 @@ func main() {
 	flag.StringVar(&o.providerKey, "provider-key-file", "",
 		"file holding the provider's API key (kept in a Secret only the gateway reads)")
 	flag.StringVar(&o.providerName, "provider-model", "gpt-4o-mini", "the provider's model id behind model \"real\"")
+	providerAPI := flag.String("provider-api", string(v1.ModelAPIOpenAIChat),
+		"the API the --provider-url provider speaks: OpenAIChat, OpenAIResponses or AnthropicMessages "+
+			"(model \"real\"'s spec.models[].api)")
 	flag.Var(&o.toolsHosts, "tools-allow-host",
 		"a host the tool server's http.get may fetch (repeatable; default the samples' hosts: "+
 			strings.Join(stack.SampleToolHosts, ", ")+")")
 	flag.StringVar(&o.toolsFake, "tools-fake-config", "",
 		"also serve these scripted tools from the tool server (toolserver.FakeConfig, docs/tools.md)")
 	flag.Parse()
+	api, err := parseProviderAPI(*providerAPI)
+	if err != nil {
+		_, _ = fmt.Fprintf(os.Stderr, "agentrun-dev: %v\n", err)
+		os.Exit(2)
+	}
+	o.providerAPI = api
 
 	ctrllog.SetLogger(zap.New(zap.WriteTo(os.Stderr), zap.Level(zapcore.ErrorLevel)))
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -239,9 +250,9 @@ func run(ctx context.Context, o options) int {
 		if samples, err = withProvider(ctx, s, samples, o); err != nil {
 			return fail(err)
 		}
-		say("Provider %s serves model \"real\" (%s) to the sample policies; "+
+		say("Provider %s (%s) serves model \"real\" (%s) to the sample policies; "+
 			"run the reference agent with --provider=openai --model=real",
-			o.providerURL, o.providerName)
+			o.providerURL, o.providerAPI, o.providerName)
 	}
 	w := &watcher{s: s, autoApprove: o.autoApprove || o.once, began: began, out: os.Stdout}
 	if err := w.apply(ctx, samples); err != nil {

@@ -347,7 +347,7 @@ func withProvider(ctx context.Context, s *stack.Stack, objs []*unstructured.Unst
 		}
 		key = []byte(strings.TrimSpace(string(raw)))
 	}
-	model := map[string]any{"name": "real", "baseURL": o.providerURL, "upstreamModel": o.providerName}
+	var keyRef map[string]any
 	if len(key) > 0 {
 		sec := &corev1.Secret{
 			ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "agentrun-dev-provider",
@@ -357,8 +357,9 @@ func withProvider(ctx context.Context, s *stack.Stack, objs []*unstructured.Unst
 		if err := s.Client.Create(ctx, sec); err != nil && !apierrors.IsAlreadyExists(err) {
 			return nil, err
 		}
-		model["apiKeySecretRef"] = map[string]any{"name": sec.Name, "key": "api-key"}
+		keyRef = map[string]any{"name": sec.Name, "key": "api-key"}
 	}
+	model := providerModel(o, keyRef)
 	for _, u := range objs {
 		if u.GetKind() != "RuntimePolicy" {
 			continue
