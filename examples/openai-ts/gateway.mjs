@@ -3,12 +3,14 @@
 // The only agentrun-specific part of the examples. openaiClient() is the
 // official `openai` client pointed at the gateway: baseURL is the model door
 // ($OPENAI_BASE_URL) and the API key is the pod's projected token, re-read on
-// every request (the kubelet rotates it). Node trusts the gateway's CA through
+// every request (the kubelet rotates it); anthropicClient() is the official
+// `@anthropic-ai/sdk` client on the Messages door. Node trusts the gateway's CA through
 // $NODE_EXTRA_CA_CERTS, which the operator sets on every attempt container.
 // AgentRun is a tiny client of the agent API (/agentrun/v1/self/...) for the
 // facts the gateway cannot see: steps, finish, publication, settlement.
 // @ts-check
 import { readFile } from 'node:fs/promises';
+import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 
 /** @returns {Promise<string>} the bearer token, read again on every call. */
@@ -19,6 +21,17 @@ export async function readToken() {
 /** @returns {OpenAI} */
 export function openaiClient() {
   return new OpenAI({ baseURL: process.env.OPENAI_BASE_URL, apiKey: readToken });
+}
+
+/**
+ * The official `@anthropic-ai/sdk` client on the gateway's Messages door
+ * ($ANTHROPIC_BASE_URL: the SDK appends /v1/messages), the token as its
+ * x-api-key. The SDK takes the key as a string: read once, which outlives a
+ * run's minutes (the kubelet rotates the token after most of an hour).
+ * @returns {Promise<Anthropic>}
+ */
+export async function anthropicClient() {
+  return new Anthropic({ baseURL: process.env.ANTHROPIC_BASE_URL, apiKey: await readToken() });
 }
 
 /** An error answer of the agent API: {"error": {type, code, message, param}}. */

@@ -145,6 +145,8 @@ func Start(cfg Config) (*Server, error) {
 		gatewayapi.EnvGatewayURL:    m.URL,
 		gatewayapi.EnvTokenFile:     tokenFile,
 		gatewayapi.EnvOpenAIBaseURL: m.URL + gatewayapi.ModelPathPrefix,
+		// The Anthropic SDKs append /v1/messages themselves.
+		gatewayapi.EnvAnthropicBaseURL: m.URL,
 	}
 	if cfg.TLS {
 		m.CAFile = filepath.Join(cfg.Dir, "ca.crt")

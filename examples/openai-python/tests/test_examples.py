@@ -10,31 +10,40 @@ import subprocess
 import time
 import sys
 
+import pytest
+
 from agentrun.conformance import Server
 
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def run_example(server: Server, name: str) -> str:
+def run_example(server: Server, name: str, *args: str) -> str:
     env = {**os.environ, **server.env}
-    out = subprocess.run([sys.executable, os.path.join(HERE, name)], env=env, cwd=HERE,
+    out = subprocess.run([sys.executable, os.path.join(HERE, name), *args], env=env, cwd=HERE,
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stdout + out.stderr
     return out.stdout
 
 
-def test_complete() -> None:
+# Each scenario, on the chat door (openai) and on the Messages door (anthropic).
+COMPLETE = pytest.mark.parametrize("agent", [["complete.py"], ["claude.py", "complete"]], ids=["chat", "messages"])
+OVERSPEND = pytest.mark.parametrize("agent", [["overspend.py"], ["claude.py", "overspend"]], ids=["chat", "messages"])
+
+
+@COMPLETE
+def test_complete(agent: list[str]) -> None:
     with Server() as server:
-        out = run_example(server, "complete.py")
+        out = run_example(server, *agent)
         st = server.status()["status"]
         assert st["finishProposed"] and st["publication"]["settlement"] == "Complete", out
         assert st["usage"]["modelRequests"] == 2 and st["usage"]["tokens"] > 0, st["usage"]
 
 
-def test_overspend() -> None:
+@OVERSPEND
+def test_overspend(agent: list[str]) -> None:
     with Server() as server:
         m = server.manifest
-        out = run_example(server, "overspend.py")
+        out = run_example(server, *agent)
         assert "grant_exhausted" in out and "reserve_exhausted" in out, out
         # The agent exits once it settled; the run ends after that.
         for _ in range(250):

@@ -18,33 +18,41 @@ async function terminated(server) {
   return server.status();
 }
 
-test('complete.mjs completes within budget', async () => {
-  const server = await startServer();
-  try {
-    const out = runScript(server, 'complete.mjs');
-    const { status } = await server.status();
-    assert.equal(status.publication.settlement, 'Complete', out);
-    assert.equal(status.finishProposed, true);
-    assert.equal(status.usage.modelRequests, 2);
-  } finally {
-    await server.close();
-  }
-});
+// Each scenario, on the chat door (openai) and on the Messages door (@anthropic-ai/sdk).
+const doors = [
+  { door: 'chat', complete: ['complete.mjs'], overspend: ['overspend.mjs'] },
+  { door: 'messages', complete: ['claude.mjs', 'complete'], overspend: ['claude.mjs', 'overspend'] },
+];
 
-test('overspend.mjs is refused at the grant and finalizes from the reserve', async () => {
-  const server = await startServer();
-  try {
-    const m = server.manifest;
-    const out = runScript(server, 'overspend.mjs');
-    assert.match(out, /grant_exhausted/);
-    assert.match(out, /reserve_exhausted/);
-    const { spec, status } = await terminated(server);
-    assert.equal(spec.runPhase, 'Terminated');
-    assert.equal(status.publication.settlement, 'Partial', out);
-    assert.ok(!status.finishProposed);
-    // Nothing served beyond the grant: the working grant plus the reserve, exactly.
-    assert.equal(status.usage.modelRequests, m.grant.modelRequests + m.reserve.modelRequests, out);
-  } finally {
-    await server.close();
-  }
-});
+for (const d of doors) {
+  test(`${d.complete.join(' ')} completes within budget (${d.door} door)`, async () => {
+    const server = await startServer();
+    try {
+      const out = runScript(server, ...d.complete);
+      const { status } = await server.status();
+      assert.equal(status.publication.settlement, 'Complete', out);
+      assert.equal(status.finishProposed, true);
+      assert.equal(status.usage.modelRequests, 2);
+    } finally {
+      await server.close();
+    }
+  });
+
+  test(`${d.overspend.join(' ')} is refused at the grant and finalizes from the reserve (${d.door} door)`, async () => {
+    const server = await startServer();
+    try {
+      const m = server.manifest;
+      const out = runScript(server, ...d.overspend);
+      assert.match(out, /grant_exhausted/);
+      assert.match(out, /reserve_exhausted/);
+      const { spec, status } = await terminated(server);
+      assert.equal(spec.runPhase, 'Terminated');
+      assert.equal(status.publication.settlement, 'Partial', out);
+      assert.ok(!status.finishProposed);
+      // Nothing served beyond the grant: the working grant plus the reserve, exactly.
+      assert.equal(status.usage.modelRequests, m.grant.modelRequests + m.reserve.modelRequests, out);
+    } finally {
+      await server.close();
+    }
+  });
+}

@@ -38,8 +38,8 @@ export async function startServer(args = []) {
 }
 
 /** Runs a script as an attempt pod would: node, with the pod's environment. */
-export function runScript(server, script) {
-  const out = spawnSync(process.execPath, [join(exampleDir, script)], {
+export function runScript(server, script, ...args) {
+  const out = spawnSync(process.execPath, [join(exampleDir, script), ...args], {
     env: { ...process.env, ...server.manifest.env }, encoding: 'utf8', timeout: 120_000,
   });
   if (out.status !== 0) throw new Error(`${script} exited ${out.status}:\n${out.stdout}\n${out.stderr}`);
