@@ -33,7 +33,8 @@ import (
 )
 
 // Agents nobody here wrote the client of: the official openai packages (npm
-// and PyPI) and the Python SDK's minimal agent, run as real attempt pods (a
+// and PyPI) on the chat door, the official Anthropic SDKs (npm and PyPI) on the
+// Messages door, and the Python SDK's minimal agent, run as real attempt pods (a
 // host node or python3 process of the local node) that reach the model door
 // and the agent API only through the gateway, with the pod's projected token
 // and the gateway's CA.
@@ -123,6 +124,34 @@ var _ = Describe("Agents on the official OpenAI SDKs and the Python SDK", Ordere
 		w := clientWorld()
 		clientRun(w, "py-overspend", []string{python, filepath.Join(root, "examples", "openai-python", "overspend.py")}, tight)
 		expectOverspent(w, "py-overspend")
+	})
+	// The Messages door: minimal agents on the official Anthropic SDKs
+	// (examples/*/claude.*), the same two stories as the openai examples'.
+	claudeTS := func(mode string) []string {
+		return []string{"node", filepath.Join(root, "examples", "openai-ts", "claude.mjs"), mode}
+	}
+	claudePy := func(mode string) []string {
+		return []string{python, filepath.Join(root, "examples", "openai-python", "claude.py"), mode}
+	}
+	It("@anthropic-ai/sdk (npm): claude.mjs completes within budget on the Messages door", func() {
+		w := clientWorld()
+		clientRun(w, "claude-ts-complete", claudeTS("complete"), within)
+		expectComplete(w, "claude-ts-complete", 2)
+	})
+	It("@anthropic-ai/sdk (npm): claude.mjs gets 429 grant_exhausted, finalizes from the reserve", func() {
+		w := clientWorld()
+		clientRun(w, "claude-ts-overspend", claudeTS("overspend"), tight)
+		expectOverspent(w, "claude-ts-overspend")
+	})
+	It("anthropic (PyPI): claude.py completes within budget on the Messages door", func() {
+		w := clientWorld()
+		clientRun(w, "claude-py-complete", claudePy("complete"), within)
+		expectComplete(w, "claude-py-complete", 2)
+	})
+	It("anthropic (PyPI): claude.py gets 429 grant_exhausted, finalizes from the reserve", func() {
+		w := clientWorld()
+		clientRun(w, "claude-py-overspend", claudePy("overspend"), tight)
+		expectOverspent(w, "claude-py-overspend")
 	})
 	// Steps and progress are what the gateway sees (issue 30, item 1): an
 	// agent on openai alone reports none, and the gates bind it anyway.
