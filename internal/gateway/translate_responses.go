@@ -312,6 +312,7 @@ func translateInput(instructions, input json.RawMessage) ([]map[string]any, *api
 				return nil, e
 			}
 			msgs = append(msgs, map[string]any{keyRole: roleTool, "tool_call_id": it.CallID, argContent: content})
+			calls = -1 // a later function_call is the next assistant turn
 		case itemReasoning:
 			// The model's own earlier reasoning: a chat provider takes none back.
 		case "item_reference":
