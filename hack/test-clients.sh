@@ -2,10 +2,11 @@
 # Copyright 2026. Licensed under the Apache License, Version 2.0.
 #
 # Tests the gateway's non-Go clients against the protocol conformance gateway
-# (test/conformance): the Python SDK (sdk/python), the openai (PyPI) examples,
-# the openai (npm) examples, the @openai/agents (npm) agent, and the Messages
-# door with the official anthropic (PyPI) package, and the tool door with the
-# official MCP SDKs (test/mcpinterop; bin/venv-mcp). Idempotent;
+# (test/conformance): the Python SDK (sdk/python), the openai and anthropic
+# (PyPI) examples and the openai-agents (PyPI) agent, the openai and
+# @anthropic-ai/sdk (npm) examples, the @openai/agents (npm) agent (Responses
+# door), the Messages door with the official anthropic (PyPI) package, and the
+# tool door with the official MCP SDKs (test/mcpinterop; bin/venv-mcp). Idempotent;
 # needs only Go, Node 20 and
 # Python 3.11 with pip, and the package registries:
 #   - bin/venv: a virtualenv with examples/openai-python/requirements.txt

@@ -33,10 +33,12 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 )
 
-// --examples adds the example agents on the official OpenAI SDKs and the
-// Python SDK (cmd/agentrun-dev/examples) to the samples.
+// --examples adds the example agents on the official OpenAI and Anthropic
+// SDKs, the OpenAI Agents SDKs and the Python SDK (cmd/agentrun-dev/examples)
+// to the samples: a run of each model door.
 var withExampleRuns = flag.Bool("examples", false,
-	"also run the example agents on the official openai packages (npm, PyPI) and the Python SDK "+
+	"also run the example agents, a run of each model door: chat (openai, npm and PyPI), Responses "+
+		"(@openai/agents, openai-agents), Messages (@anthropic-ai/sdk, anthropic) and the Python SDK "+
 		"(installs their pinned dependencies with hack/test-clients.sh --setup)")
 
 //go:embed examples/*.yaml

@@ -1,8 +1,9 @@
 // Copyright 2026. Licensed under the Apache License, Version 2.0.
 //
 // An agent on @openai/agents (npm), unmodified but for where it meets the
-// gateway (gateway.mjs): its model is the gateway's Chat Completions door,
-// its tools are the gateway's MCP door. It runs the run's goal to a final
+// gateway (gateway.mjs): its model is the SDK's default, the Responses API,
+// on the gateway's Responses door (/v1/responses); its tools are the
+// gateway's MCP door. Nothing switches it to Chat Completions. It runs the run's goal to a final
 // answer, prints it and exits 0: the operator takes that exit as the finish
 // and settles the run from what the gateway's report.publish published. It
 // calls nothing of the agent API but, without $AGENTRUN_GOAL, GET /self for
@@ -11,20 +12,22 @@
 // A refused tool call (permission denied in this mode, approval denied or
 // expired, grant exhausted, an Unknown outcome, invalid arguments) comes back
 // as an MCP result with isError: true; @openai/agents hands its text to the
-// model as the tool's output and the run goes on. A refused model call (429
-// grant_exhausted / finalize_only / reserve_exhausted, 409 run_terminated, ...)
-// ends the run: the agent prints the gateway's error and exits 2.
+// model as the tool's output and the run goes on. A model call refused 429
+// grant_exhausted (the working grant is used up) makes it wait for the run to
+// be Finalizing (GET /self), then run once more from the output reserve, asked
+// to publish what it found, and exit 0; a 429 reserve_exhausted (Finalizing,
+// the reserve spent) ends it with exit 0 too: what it published stands. Any
+// other refused model call (finalize_only, 409 run_terminated, ...) ends the
+// run: the agent prints the gateway's error and exits 2.
 // @ts-check
 import OpenAI from 'openai';
 import {
-  Agent, MaxTurnsExceededError, OpenAIChatCompletionsModel, run,
-  setDefaultOpenAIClient, setOpenAIAPI, setTracingDisabled,
+  Agent, MaxTurnsExceededError, run, setDefaultOpenAIClient, setTracingDisabled,
 } from '@openai/agents';
-import { finishRun, gatewayMcpServer, openaiClient, runGoal } from './gateway.mjs';
+import { finishRun, gatewayMcpServer, openaiClient, runGoal, waitForFinalizing } from './gateway.mjs';
 
-// No internet: nothing to export traces to. And the gateway serves Chat Completions only.
+// No internet: nothing to export traces to.
 setTracingDisabled(true);
-setOpenAIAPI('chat_completions');
 const client = openaiClient();
 setDefaultOpenAIClient(client);
 
@@ -54,21 +57,32 @@ const agent = new Agent({
     'You are a careful research agent. Use the tools you are given to research the goal, keep notes, ' +
     'and publish your findings. If a tool reports an error, read why and carry on without it. ' +
     'End with a short final answer.',
-  model: new OpenAIChatCompletionsModel(client, modelName),
+  model: modelName, // the default provider: the Responses API on `client`
   mcpServers: [tools],
 });
 
 let code = 0;
 try {
   console.log(`agent: goal ${JSON.stringify(goal)}, model ${modelName}, max ${maxTurns} turns`);
-  const result = await run(agent, goal, { maxTurns });
+  const result = await run(agent, goal, { maxTurns }).catch(async (e) => {
+    if (!(e instanceof OpenAI.APIError && e.code === 'grant_exhausted')) throw e;
+    console.log(`agent: the working grant is used up (${e.message}); waiting for Finalizing`);
+    // A run that ends instead of finalizing: the refusal stands (exit 2).
+    const view = await waitForFinalizing().catch(() => { throw e; });
+    console.log(`agent: finalizing, grant now ${view.grant?.modelRequests} model requests: publishing from the reserve`);
+    return run(agent, `Your research budget is spent. Publish what you found about this goal with ` +
+      `report.publish, then answer in one sentence. The goal: ${goal}`, { maxTurns });
+  });
   console.log(result.finalOutput ?? '');
   if (settle) {
     const s = await finishRun();
     console.log(`agent: settled ${s.settlement} (${s.blocksCommitted}/${s.blocksPlanned} sections)`);
   }
 } catch (e) {
-  if (e instanceof OpenAI.APIError) {
+  if (e instanceof OpenAI.APIError && e.code === 'reserve_exhausted') {
+    // Finalizing, and the output reserve is spent: what it published stands.
+    console.log(`agent: the output reserve is used up (${e.message}); what is published stands`);
+  } else if (e instanceof OpenAI.APIError) {
     // The gateway's refusal, OpenAI-shaped: {"error": {"type", "code", "message", "param"}}.
     console.error(`agent: the gateway refused a model call: HTTP ${e.status} ${e.code ?? ''}: ${e.message}`);
     code = 2;

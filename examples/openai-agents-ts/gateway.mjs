@@ -96,6 +96,24 @@ export async function runGoal() {
 }
 
 /**
+ * The attempt's view (GET /agentrun/v1/self), polled until the run is
+ * Finalizing: the operator gives the output reserve once the working grant is
+ * used up. Throws when the run ended instead, or after timeoutMs.
+ * @param {number} [timeoutMs] @returns {Promise<any>}
+ */
+export async function waitForFinalizing(timeoutMs = 120_000) {
+  for (const until = Date.now() + timeoutMs; Date.now() < until;) {
+    const resp = await authorizedFetch(`${gatewayURL()}/agentrun/v1/self`);
+    const view = await resp.json().catch(() => null);
+    if (!resp.ok) throw new Error(`GET /agentrun/v1/self: HTTP ${resp.status}: ${JSON.stringify(view)}`);
+    if (view.finalizing) return view;
+    if (view.phase === 'Terminated') throw new Error('the run ended without finalizing');
+    await new Promise((r) => setTimeout(r, 250));
+  }
+  throw new Error(`the run did not finalize within ${timeoutMs / 1000} s`);
+}
+
+/**
  * POST path (under /agentrun/v1/self) with an empty JSON body; the answer's JSON.
  * @param {string} path @returns {Promise<any>}
  */

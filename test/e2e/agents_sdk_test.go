@@ -43,6 +43,13 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
+// sdkAgent is an agent's command and the name its SDK offers the model a
+// tool of the MCP door under.
+type sdkAgent struct {
+	command []string
+	fn      func(tool string) string
+}
+
 // conversationModel plays the model of an unmodified agent, which sends no
 // scripted turn of its own: each story's conversation (by URL prefix,
 // /<story>/v1) answers turn i to a request whose messages hold i assistant
@@ -128,7 +135,8 @@ func (m *conversationModel) serve(w http.ResponseWriter, r *http.Request) {
 }
 
 // An agent on @openai/agents (examples/openai-agents-ts) as the attempt
-// pod: its model is the gateway's Chat Completions door, its tools the
+// pod: its model is the SDK's default, the gateway's Responses door
+// (translated to the conversation model's Chat Completions), its tools the
 // gateway's MCP door, where the built-ins (notes.write, report.publish) and a
 // fake agentrun-tools process (ticket.lookup, ticket.create) are served.
 var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"), func() {
@@ -227,42 +235,60 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		return out
 	}
 
-	It("completes a run: notes.write and report.publish through the MCP door, in Auto mode", func() {
+	// The same stories for @openai/agents (TypeScript) and openai-agents
+	// (Python), each in its default mode: the Responses API. The TypeScript
+	// SDK offers the MCP door's tools to the model under _ names
+	// (notes_write), the Python SDK under their own (notes.write).
+	// (Functions: root is known once the suite started.)
+	tsAgent := func() sdkAgent {
+		return sdkAgent{[]string{"node", filepath.Join(root, "examples", "openai-agents-ts", "agent.mjs")},
+			func(tool string) string { return strings.ReplaceAll(tool, ".", "_") }}
+	}
+	pyAgent := func() sdkAgent {
+		return sdkAgent{[]string{filepath.Join(root, "bin", "venv", "bin", "python"),
+			filepath.Join(root, "examples", "openai-python", "agents_sdk.py")}, func(tool string) string { return tool }}
+	}
+	command := func(cmd []string) func(*v1.ResearchRun) {
+		return func(r *v1.ResearchRun) { r.Spec.Template.Spec.Containers[0].Command = cmd }
+	}
+
+	completeStory := func(story string, agent sdkAgent) {
 		const finding = "node-3's disk is full: the log volume was never rotated."
-		w := sdkWorld("complete", []upstream.Turn{
-			call("call_1", "notes_write", map[string]any{"section": "Findings", "text": finding}),
-			call("call_2", "report_publish", map[string]any{"section": "Findings", "content": "## Why node-3 fails\n\n" + finding}),
+		name := "sdk-" + story
+		w := sdkWorld(story, []upstream.Turn{
+			call("call_1", agent.fn("notes.write"), map[string]any{"section": "Findings", "text": finding}),
+			call("call_2", agent.fn("report.publish"), map[string]any{"section": "Findings", "content": "## Why node-3 fails\n\n" + finding}),
 			say("node-3 fails because its disk is full; the report says why."),
 		}, nil)
-		agentRun(w, "sdk-complete", nil)
+		agentRun(w, name, command(agent.command))
 
 		// The agent calls nothing of the agent API: its exit 0 is the finish,
 		// and the operator settles from what report.publish published.
-		run := w.terminated("sdk-complete", v1.ReasonCompleted, v1.SettlementComplete)
+		run := w.terminated(name, v1.ReasonCompleted, v1.SettlementComplete)
 		Expect(run.Status.Message).To(ContainSubstring("exited 0 after"), run.Status.Message)
 		Expect(run.Status.Message).To(ContainSubstring("an implicit finish"), run.Status.Message)
 		Expect(run.Status.Message).To(ContainSubstring("the agent exited 0 without settling; settled from what the gateway published: 1/1 sections"))
 		Expect(apimeta.IsStatusConditionTrue(run.Status.Conditions, v1.ConditionSucceeded)).To(BeTrue())
-		Expect(w.attempts("sdk-complete")).To(Equal([]int{1}))
-		out := logs(w, "sdk-complete")
+		Expect(w.attempts(name)).To(Equal([]int{1}))
+		out := logs(w, name)
 		Expect(out).To(ContainSubstring(`agent: tools ["notes.write","report.publish","ticket.lookup","ticket.create"]`))
 		Expect(out).To(ContainSubstring("node-3 fails because its disk is full"))
 		Expect(out).NotTo(ContainSubstring("agent: settled"))
 
-		cm := w.report("sdk-complete")
+		cm := w.report(name)
 		Expect(cm).NotTo(BeNil())
-		Expect(w.sections("sdk-complete")).To(HaveLen(1))
-		Expect(cm.Data[w.sections("sdk-complete")[0]]).To(ContainSubstring(finding))
+		Expect(w.sections(name)).To(HaveLen(1))
+		Expect(cm.Data[w.sections(name)[0]]).To(ContainSubstring(finding))
 		Expect(cm.Data).To(HaveKeyWithValue("notes.jsonl", ContainSubstring(finding)))
 
 		// The model was offered the door's tools under the SDK's _ names; the
 		// gateway saw the dotted ones, and counted two tool calls.
-		reqs := model.requests("complete")
+		reqs := model.requests(story)
 		Expect(reqs).To(HaveLen(3))
-		Expect(reqs[0].toolNames()).To(ConsistOf("notes_write", "report_publish", "ticket_lookup", "ticket_create"))
+		Expect(reqs[0].toolNames()).To(ConsistOf(agent.fn("notes.write"), agent.fn("report.publish"), agent.fn("ticket.lookup"), agent.fn("ticket.create")))
 		Expect(toolMessages(reqs)).To(HaveExactElements(ContainSubstring("noted (1 notes)"), ContainSubstring(`published section "Findings"`)))
-		w.factsSettled("sdk-complete", 1)
-		ra := w.attempt("sdk-complete", 1)
+		w.factsSettled(name, 1)
+		ra := w.attempt(name, 1)
 		Expect(ra.Status.Usage.ToolCalls).To(BeEquivalentTo(2))
 		Expect(ra.Status.Usage.ModelRequests).To(BeEquivalentTo(3))
 		Expect(ra.Status.InFlight).To(BeEmpty())
@@ -271,6 +297,50 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 		// The run was judged on the gateway's last facts (its coalesced usage
 		// lands within a flush interval of the exit): the ledger is complete.
 		Expect(run.Status.Budget.Used).To(Equal(ra.Status.Usage))
+	}
+	It("@openai/agents completes a run: notes.write and report.publish through the MCP door, in Auto mode", func() {
+		completeStory("complete", tsAgent())
+	})
+	It("openai-agents (Python) completes a run: notes.write and report.publish through the MCP door, in Auto mode", func() {
+		completeStory("py-complete", pyAgent())
+	})
+
+	// The working grant is two model requests; the script is longer, and
+	// only publishes (while Finalizing the MCP door lists report.publish
+	// alone), a new version of the section each turn. The agent is refused
+	// 429 grant_exhausted, waits for Finalizing and runs once more from the
+	// reserve (a new conversation: the script starts over) — or, when the
+	// operator finalized first, goes on from the reserve — until 429
+	// reserve_exhausted, and exits 0.
+	overspendStory := func(story string, agent sdkAgent) {
+		name := "sdk-" + story
+		var turns []upstream.Turn
+		for i := range 5 {
+			turns = append(turns, call(fmt.Sprintf("call_%d", i), agent.fn("report.publish"),
+				map[string]any{"section": "Findings", "content": fmt.Sprintf("node-3's disk is full (draft %d).", i)}))
+		}
+		w := sdkWorld(story, turns, nil)
+		budget := v1.Budget{ModelRequests: 4, ToolCalls: 10, OutputReserve: v1.OutputReserve{ModelRequests: 2, ToolCalls: 2},
+			Deadline: &metav1.Duration{Duration: 5 * time.Minute}}
+		agentRun(w, name, func(r *v1.ResearchRun) { command(agent.command)(r); r.Spec.Budget = budget })
+
+		run := w.eventually(name, v1.PhaseTerminated, "")
+		Expect(run.Status.Reason).To(Equal(v1.ReasonBudgetExhausted), "message: %s", run.Status.Message)
+		Expect(run.Status.Settlement).To(BeElementOf(v1.SettlementPartial, v1.SettlementComplete))
+		Expect(w.phaseSequence(name)).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseFinalizing, v1.PhaseTerminated}))
+		Expect(w.when(name, v1.PhaseFinalizing).Status.Budget.Used.ModelRequests).To(BeEquivalentTo(2))
+		Expect(logs(w, name)).To(ContainSubstring("the output reserve is used up"))
+		// Served: the working grant and the whole reserve, nothing beyond.
+		w.factsSettled(name, 1)
+		Expect(w.attemptUsage(name).ModelRequests).To(BeEquivalentTo(budget.ModelRequests))
+		Expect(model.requests(story)).To(HaveLen(int(budget.ModelRequests)))
+		Expect(w.sections(name)).To(HaveLen(1))
+	}
+	It("@openai/agents is refused at the grant and finalizes from the reserve: BudgetExhausted", func() {
+		overspendStory("overspend", tsAgent())
+	})
+	It("openai-agents (Python) is refused at the grant and finalizes from the reserve: BudgetExhausted", func() {
+		overspendStory("py-overspend", pyAgent())
 	})
 
 	It("in Plan mode sees and calls only effect-None tools", func() {

@@ -1,7 +1,7 @@
 // Copyright 2026. Licensed under the Apache License, Version 2.0.
 //
 // Runs agent.mjs, unchanged, as a child process against the stub gateway
-// (test/stub-gateway.mjs): a scripted Chat Completions door and an MCP door
+// (test/stub-gateway.mjs): a scripted Responses door and an MCP door
 // built with @modelcontextprotocol/sdk. Offline; `npm test` after `npm ci`.
 // @ts-check
 import { test } from 'node:test';
@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startStubGateway } from './stub-gateway.mjs';
+import { outputText, startStubGateway } from './stub-gateway.mjs';
 
 const agentScript = join(dirname(fileURLToPath(import.meta.url)), '..', 'agent.mjs');
 
@@ -54,7 +54,7 @@ test('calls the dotted MCP tools under _ names with the bearer token, gets refus
     assert.match(r.stdout, /agent: tools \[.*"report\.publish".*\]/);
     assert.doesNotMatch(r.stdout, /agent: settled/);
     assert.deepEqual(gw.seen.requests.filter((q) => q.path.startsWith('/agentrun/')).map((q) => q.path), []);
-    assert.equal(gw.seen.requests.at(-1)?.path, '/v1/chat/completions', 'the final answer is its last request');
+    assert.equal(gw.seen.requests.at(-1)?.path, '/v1/responses', 'the final answer is its last request');
 
     // Every request, to either door, carried the token the file held at the time.
     assert.ok(gw.seen.requests.length > 0);
@@ -63,27 +63,26 @@ test('calls the dotted MCP tools under _ names with the bearer token, gets refus
     assert.deepEqual([...tokens].sort(), ['token-1', 'token-2'], 'the token file is re-read');
     assert.ok(gw.seen.requests.some((q) => q.path === '/mcp' && q.token === 'token-2'), 'MCP requests after the rotation use the new token');
 
-    // Chat Completions, not Responses.
-    assert.ok(gw.seen.requests.every((q) => !q.path.startsWith('/v1/responses')));
+    // The SDK's default, the Responses API: never Chat Completions.
+    assert.ok(gw.seen.requests.every((q) => !q.path.startsWith('/v1/chat/completions')));
     assert.equal(gw.seen.modelRequests.length, 2);
     const [first, second] = gw.seen.modelRequests;
     assert.equal(first.model, 'scripted');
 
     // The dotted names: offered to the model with '_' (toFunctionToolName), called on MCP with '.'.
-    const offered = first.tools.map((/** @type {any} */ t) => t.function.name).sort();
+    const offered = first.tools.map((/** @type {any} */ t) => t.name).sort();
     assert.deepEqual(offered, ['http_get', 'notes_write', 'report_publish']);
     assert.deepEqual(gw.seen.toolCalls.map((c) => c.name).sort(), ['http.get', 'notes.write', 'report.publish']);
     // The replayed history names the function as the model did.
-    const replayed = second.messages.find((/** @type {any} */ m) => m.role === 'assistant' && m.tool_calls)?.tool_calls.map((/** @type {any} */ c) => c.function.name).sort();
+    const replayed = second.input.filter((/** @type {any} */ it) => it.type === 'function_call').map((/** @type {any} */ c) => c.name).sort();
     assert.deepEqual(replayed, ['http_get', 'notes_write', 'report_publish']);
 
     // The isError result reached the model as the tool's output; the run went on.
-    const toolMsgs = second.messages.filter((/** @type {any} */ m) => m.role === 'tool');
+    const toolMsgs = second.input.filter((/** @type {any} */ it) => it.type === 'function_call_output');
     assert.equal(toolMsgs.length, 3);
-    const text = (/** @type {any} */ m) => (typeof m.content === 'string' ? m.content : JSON.stringify(m.content));
-    assert.ok(toolMsgs.some((m) => text(m).includes('approval_denied')), JSON.stringify(toolMsgs));
-    assert.ok(toolMsgs.some((m) => text(m).includes('noted: vector databases')), JSON.stringify(toolMsgs));
-    assert.ok(toolMsgs.some((m) => text(m).includes('<html>page at')), 'a 1.5 s tools/call is waited for');
+    assert.ok(toolMsgs.some((m) => outputText(m).includes('approval_denied')), JSON.stringify(toolMsgs));
+    assert.ok(toolMsgs.some((m) => outputText(m).includes('noted: vector databases')), JSON.stringify(toolMsgs));
+    assert.ok(toolMsgs.some((m) => outputText(m).includes('<html>page at')), 'a 1.5 s tools/call is waited for');
     assert.match(r.stdout, /approval_denied/);
 
     // The MCP conversation of a stateless client.
@@ -123,8 +122,8 @@ test('a tools/call past the MCP timeout becomes a tool error the model sees, and
       AGENTRUN_MCP_TIMEOUT_SECONDS: '1',
     });
     assert.equal(r.code, 0, `agent failed:\n${r.stdout}\n${r.stderr}`);
-    const toolMsgs = gw.seen.modelRequests[1].messages.filter((/** @type {any} */ m) => m.role === 'tool');
-    const timedOut = toolMsgs.find((/** @type {any} */ m) => m.tool_call_id === 'call_2');
+    const toolMsgs = gw.seen.modelRequests[1].input.filter((/** @type {any} */ it) => it.type === 'function_call_output');
+    const timedOut = toolMsgs.find((/** @type {any} */ it) => it.call_id === 'call_2');
     assert.match(JSON.stringify(timedOut), /timed out/i);
     console.log(`timed-out tool message: ${JSON.stringify(timedOut)}`);
   } finally {
@@ -145,6 +144,23 @@ test('a 429 grant_exhausted is not retried: the agent prints the refusal and exi
     assert.equal(gw.seen.modelRequests[0].model, 'other-model');
     assert.match(r.stderr, /HTTP 429 grant_exhausted: .*working budget exhausted/);
     console.log(`stderr: ${r.stderr.trim()}`);
+  } finally {
+    await gw.close();
+  }
+});
+
+test('a 429 grant_exhausted: waits for Finalizing, runs once more from the reserve, exits 0', async () => {
+  const file = tokenFile();
+  const gw = await startStubGateway({ tokenFile: file, script: 'finalize' });
+  try {
+    const r = await runAgent({ AGENTRUN_GATEWAY_URL: gw.url, AGENTRUN_TOKEN_FILE: file, AGENTRUN_GOAL: 'goal' });
+    assert.equal(r.code, 0, `${r.stdout}\n${r.stderr}`);
+    assert.match(r.stdout, /working grant is used up .*waiting for Finalizing/);
+    assert.match(r.stdout, /FINAL ANSWER/);
+    assert.ok(gw.seen.requests.some((q) => q.path === '/agentrun/v1/self'), 'it asked the agent API for the phase');
+    // The refused call, then the reserve's run: a turn of tool calls and the answer.
+    assert.equal(gw.seen.modelRequests.length, 3);
+    assert.match(JSON.stringify(gw.seen.modelRequests[1].input), /budget is spent/);
   } finally {
     await gw.close();
   }

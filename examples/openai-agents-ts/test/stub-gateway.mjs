@@ -2,9 +2,10 @@
 //
 // A stand-in for agentrun-gateway's two doors on one loopback port, for the
 // agent's offline tests:
-//   POST /v1/chat/completions  a scripted Chat Completions endpoint (plain node:http):
-//                              first a turn of tool calls, then a final answer
-//                              that quotes every tool result it was given
+//   POST /v1/responses         a scripted Responses endpoint (plain node:http), the
+//                              SDK's default API: first a turn of function_call
+//                              items, then a final answer that quotes every
+//                              function_call_output it was given
 //   POST /mcp                  a stateless streamable-HTTP MCP server built with
 //                              @modelcontextprotocol/sdk (server side), whose tools
 //                              have the catalogue's dotted names; GET/DELETE → 405
@@ -55,13 +56,18 @@ export const grantExhausted = {
   },
 };
 
+/** A function_call_output item's output as text (a string, or content parts). @param {any} item */
+export const outputText = (item) => (typeof item.output === 'string' ? item.output : JSON.stringify(item.output));
+
 /** @param {string} name */
 const functionName = (name) => name.replace(/[^a-zA-Z0-9_-]/g, '_');
 
 /**
  * @param {object} o
  * @param {string} o.tokenFile
- * @param {'tools' | 'refuse'} [o.script] tools: a turn of three tool calls, then an answer; refuse: 429 grant_exhausted
+ * @param {'tools' | 'refuse' | 'finalize'} [o.script] tools: a turn of three tool calls, then an answer;
+ *   refuse: 429 grant_exhausted, and the run ended; finalize: the first model call 429 grant_exhausted,
+ *   then the run is Finalizing and the calls are answered as in tools
  * @param {number} [o.httpGetDelayMs] how long http.get takes (an approval wait, say)
  * @param {() => void} [o.afterFirstModelCall] e.g. rotate the token
  * @param {{key: string, cert: string}} [o.tls] serve HTTPS with this key and certificate
@@ -69,7 +75,7 @@ const functionName = (name) => name.replace(/[^a-zA-Z0-9_-]/g, '_');
 export async function startStubGateway({ tokenFile, script = 'tools', httpGetDelayMs = 0, afterFirstModelCall, tls }) {
   const seen = {
     /** @type {{method: string, path: string, authorized: boolean, token: string}[]} */ requests: [],
-    /** @type {any[]} chat completions request bodies */ modelRequests: [],
+    /** @type {any[]} Responses request bodies */ modelRequests: [],
     /** @type {string[]} MCP JSON-RPC methods, in order */ mcpMethods: [],
     /** @type {{name: string, arguments: any}[]} */ toolCalls: [],
   };
@@ -111,13 +117,22 @@ export async function startStubGateway({ tokenFile, script = 'tools', httpGetDel
     return server;
   };
 
-  /** @param {any} body */
-  const chatAnswer = (body) => {
-    const base = { id: `chatcmpl-${seen.modelRequests.length}`, object: 'chat.completion', created: 0, model: body.model };
-    const usage = { prompt_tokens: 10, completion_tokens: 5, total_tokens: 15 };
-    const results = body.messages.filter((/** @type {any} */ m) => m.role === 'tool');
+  /**
+   * The Responses API's answer (the SDK's default API): a turn of
+   * function_call items, then a message quoting every function_call_output.
+   * @param {any} body
+   */
+  const responsesAnswer = (body) => {
+    const n = seen.modelRequests.length;
+    const base = { id: `resp_${n}`, object: 'response', created_at: 0, status: 'completed', model: body.model };
+    const usage = {
+      input_tokens: 10, output_tokens: 5, total_tokens: 15,
+      input_tokens_details: { cached_tokens: 0 }, output_tokens_details: { reasoning_tokens: 0 },
+    };
+    const input = Array.isArray(body.input) ? body.input : [];
+    const results = input.filter((/** @type {any} */ it) => it.type === 'function_call_output');
     if (results.length === 0) {
-      const offered = (body.tools ?? []).map((/** @type {any} */ t) => t.function.name);
+      const offered = (body.tools ?? []).map((/** @type {any} */ t) => t.name);
       const pick = (/** @type {string} */ mcpName) =>
         offered.find((/** @type {string} */ n) => n === mcpName) ?? offered.find((/** @type {string} */ n) => functionName(n) === functionName(mcpName)) ?? mcpName;
       const calls = [
@@ -127,19 +142,19 @@ export async function startStubGateway({ tokenFile, script = 'tools', httpGetDel
       ];
       return {
         ...base, usage,
-        choices: [{
-          index: 0, finish_reason: 'tool_calls',
-          message: {
-            role: 'assistant', content: null,
-            tool_calls: calls.map(([n, a], i) => ({ id: `call_${i}`, type: 'function', function: { name: pick(/** @type {string} */ (n)), arguments: JSON.stringify(a) } })),
-          },
-        }],
+        output: calls.map(([name, args], i) => ({
+          type: 'function_call', id: `fc_${i}`, call_id: `call_${i}`, status: 'completed',
+          name: pick(/** @type {string} */ (name)), arguments: JSON.stringify(args),
+        })),
       };
     }
-    const quoted = results.map((/** @type {any} */ m) => `[${m.tool_call_id}] ${typeof m.content === 'string' ? m.content : JSON.stringify(m.content)}`).join('\n');
+    const quoted = results.map((/** @type {any} */ it) => `[${it.call_id}] ${outputText(it)}`).join('\n');
     return {
       ...base, usage,
-      choices: [{ index: 0, finish_reason: 'stop', message: { role: 'assistant', content: `FINAL ANSWER\n${quoted}` } }],
+      output: [{
+        type: 'message', id: `msg_${n}`, role: 'assistant', status: 'completed',
+        content: [{ type: 'output_text', text: `FINAL ANSWER\n${quoted}`, annotations: [] }],
+      }],
     };
   };
 
@@ -170,7 +185,10 @@ export async function startStubGateway({ tokenFile, script = 'tools', httpGetDel
         return;
       }
       if (path === '/agentrun/v1/self' && req.method === 'GET') {
-        return json(res, 200, { run: 'stub-run', goal: 'Compare the replication models of open-source vector databases.' });
+        // refuse: the run ended; finalize: Finalizing once the grant was refused.
+        const phase = script === 'refuse' ? { phase: 'Terminated' }
+          : script === 'finalize' && seen.modelRequests.length > 0 ? { phase: 'Finalizing', finalizing: true } : { phase: 'Running' };
+        return json(res, 200, { run: 'stub-run', goal: 'Compare the replication models of open-source vector databases.', ...phase });
       }
       if (path === '/agentrun/v1/self/finish' && req.method === 'POST') {
         return json(res, 200, { run: 'stub-run', finishProposed: true });
@@ -178,12 +196,14 @@ export async function startStubGateway({ tokenFile, script = 'tools', httpGetDel
       if (path === '/agentrun/v1/self/settle' && req.method === 'POST') {
         return json(res, 200, { settlement: 'Complete', blocksPlanned: 1, blocksCommitted: 1 });
       }
-      if (path === '/v1/chat/completions' && req.method === 'POST') {
+      if (path === '/v1/responses' && req.method === 'POST') {
         const body = await readBody(req);
         seen.modelRequests.push(body);
         if (seen.modelRequests.length === 1) afterFirstModelCall?.();
-        if (script === 'refuse') return json(res, 429, grantExhausted, { 'x-should-retry': 'false' });
-        return json(res, 200, chatAnswer(body));
+        if (script === 'refuse' || (script === 'finalize' && seen.modelRequests.length === 1)) {
+          return json(res, 429, grantExhausted, { 'x-should-retry': 'false' });
+        }
+        return json(res, 200, responsesAnswer(body));
       }
       json(res, 404, { error: { type: 'not_found_error', code: 'not_found', message: `no route ${req.method} ${path}`, param: null } });
     } catch (e) {

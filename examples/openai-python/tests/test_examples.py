@@ -56,3 +56,18 @@ def test_overspend(agent: list[str]) -> None:
         assert status["publication"]["settlement"] == "Partial" and not status.get("finishProposed"), out
         # Nothing served beyond the grant: the working grant plus the reserve, exactly.
         assert status["usage"]["modelRequests"] == m["grant"]["modelRequests"] + m["reserve"]["modelRequests"], out
+
+
+def test_agents_sdk_on_the_responses_door() -> None:
+    """openai-agents in its default mode: the Responses door for its model,
+    the MCP door for its tools, exit 0 without the agent API."""
+    with Server() as server:
+        out = run_example(server, "agents_sdk.py")
+        assert "agent: tools [" in out and "report.publish" in out, out
+        assert "fake upstream" in out, out  # the model door's answer
+        for _ in range(100):  # the gateway writes its counts coalesced
+            st = server.status()["status"]
+            if st.get("usage", {}).get("modelRequests"):
+                break
+            time.sleep(0.05)
+        assert st["usage"]["modelRequests"] == 1 and not st.get("finishProposed"), st
