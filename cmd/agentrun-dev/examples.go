@@ -80,7 +80,46 @@ func withExamples(ctx context.Context, objs []*unstructured.Unstructured, root, 
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
+		for _, u := range more {
+			if u.GetKind() == "ResearchRun" {
+				exampleRuns = append(exampleRuns, u.GetName())
+			}
+		}
 		objs = append(objs, more...)
 	}
 	return objs, nil
+}
+
+// exampleRuns are the names of --examples' runs (namespace default).
+var exampleRuns []string
+
+// showExampleOutput prints the last lines each example run's agent printed
+// (its first attempt's container log under dir/pods; shown names dir in the
+// heading), so a run of each door shows what its client saw.
+func showExampleOutput(dir, shown string, lines int) {
+	if len(exampleRuns) == 0 {
+		return
+	}
+	fmt.Printf("==> what the example agents printed (last %d lines of %s/pods/default_<run>-1_*/agent.log)\n",
+		lines, shown)
+	for _, name := range exampleRuns {
+		logs, _ := filepath.Glob(filepath.Join(dir, "pods", "default_"+name+"-1_*", "agent.log"))
+		if len(logs) == 0 {
+			fmt.Printf("    %-28s (no log)\n", name)
+			continue
+		}
+		data, err := os.ReadFile(logs[0])
+		if err != nil {
+			fmt.Printf("    %-28s %v\n", name, err)
+			continue
+		}
+		out := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+		for i, line := range out[max(0, len(out)-lines):] {
+			label := ""
+			if i == 0 {
+				label = name
+			}
+			fmt.Printf("    %-28s %s\n", label, line)
+		}
+	}
 }

@@ -265,6 +265,7 @@ func run(ctx context.Context, o options) int {
 			return fail(err)
 		}
 		w.summary(ctx)
+		showExampleOutput(dir, rel(root, dir), 2)
 		return w.exitCode()
 	}
 	say("Watching runs; Ctrl-C to stop.")
