@@ -70,7 +70,7 @@ test: manifests generate fmt vet envtest-assets ## Run unit, envtest and e2e sui
 	$(MAKE) --no-print-directory test-e2e
 
 .PHONY: test-clients
-test-clients: ## Test the non-Go clients (Python SDK, openai examples for PyPI and npm) against the conformance gateway.
+test-clients: ## Test the non-Go clients (Python SDK; openai, anthropic, Agents SDK examples for PyPI and npm; MCP SDKs) against the conformance gateway.
 	hack/test-clients.sh
 
 .PHONY: fuzz
