@@ -365,12 +365,7 @@ func (g *Gateway) relayMessages(w http.ResponseWriter, resp *http.Response, k *k
 						}
 					case "message_delta":
 						if d := ev.Usage; d != nil {
-							// output_tokens is cumulative; a provider may
-							// restate the input counts here too.
-							u.OutputTokens = max(u.OutputTokens, d.OutputTokens)
-							u.InputTokens = max(u.InputTokens, d.InputTokens)
-							u.CacheCreationInputTokens = max(u.CacheCreationInputTokens, d.CacheCreationInputTokens)
-							u.CacheReadInputTokens = max(u.CacheReadInputTokens, d.CacheReadInputTokens)
+							u.add(d)
 							seen = true
 						}
 					case "message_stop":

@@ -387,9 +387,13 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		return &modelCall{
 			model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: c.choices, conv: c.conv,
 			prepare: func(m v1alpha1.Model) (int64, *apiError) {
-				if api := m.API; api != "" && api != v1alpha1.ModelAPIOpenAIChat {
+				switch m.API {
+				case "", v1alpha1.ModelAPIOpenAIChat:
+				case v1alpha1.ModelAPIAnthropicMessages:
+					return boundAsMessages(c.body)
+				default:
 					return 0, errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway "+
-						"does not translate chat completions to it: use the %s door", m.Name, api, api))
+						"does not translate chat completions to it: use the %s door", m.Name, m.API, m.API))
 				}
 				return int64(len(c.body)), nil
 			},
@@ -614,20 +618,29 @@ func (x *exchange) send(rctx context.Context, path string, out []byte, key strin
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), boundedTimeout(g.opts.UpstreamTimeout, x.ticket.until, g.clock.Now()))
 	x.dispatched = g.clock.Now()
 	x.done = x.dispatched
-	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+path, bytes.NewReader(out))
+	toMessages := isChatToMessages(m, path)
+	var ureq *http.Request
+	var err error
+	if toMessages {
+		ureq, err = x.chatAsMessagesRequest(ctx, out, key, streamed)
+	} else {
+		ureq, err = http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+path, bytes.NewReader(out))
+	}
 	if err != nil {
 		cancel()
 		x.count("error", 0, true)
 		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return nil, nil
 	}
-	ureq.Header.Set("Content-Type", "application/json")
-	ureq.Header.Set("Accept", "application/json")
-	if streamed {
-		ureq.Header.Set("Accept", "text/event-stream")
-	}
-	if key != "" {
-		ureq.Header.Set("Authorization", "Bearer "+key)
+	if !toMessages {
+		ureq.Header.Set("Content-Type", "application/json")
+		ureq.Header.Set("Accept", "application/json")
+		if streamed {
+			ureq.Header.Set("Accept", "text/event-stream")
+		}
+		if key != "" {
+			ureq.Header.Set("Authorization", "Bearer "+key)
+		}
 	}
 	spanUpstream(rctx, ureq, m)
 	resp, err := g.opts.Upstream.Do(ureq)
@@ -635,6 +648,9 @@ func (x *exchange) send(rctx context.Context, path string, out []byte, key strin
 		cancel()
 		x.unreachable(err)
 		return nil, nil
+	}
+	if toMessages {
+		x.answerAsChat(resp, streamed)
 	}
 	return resp, cancel
 }

@@ -138,6 +138,12 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, k *keeper) {
 				// The provider reads the translated request: the bound is
 				// the larger of the two.
 				return int64(max(len(c.body), tr.size())), nil
+			case v1alpha1.ModelAPIAnthropicMessages:
+				var e *apiError
+				if tr, e = translateResponses(c); e != nil {
+					return 0, e
+				}
+				return tr.boundAsMessages(m, len(c.body))
 			default:
 				return 0, errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway "+
 					"does not translate the Responses API to it: use the %s door, or a model whose provider speaks OpenAIResponses "+
