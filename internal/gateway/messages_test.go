@@ -279,8 +279,10 @@ func TestMessagesDoorReservesMaxTokensAndRefusesInTheAnthropicShape(t *testing.T
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	_ = resp.Body.Close()
 	sent, _ = rec.last()
-	g.Expect(sent["max_tokens"]).To(BeNumerically("<=", 5000-10-len(body)))
-	g.Expect(sent["max_tokens"]).To(BeNumerically(">", 4000))
+	// The same conversation again: its prompt is bounded by the earlier
+	// request's charge (10), not its bytes (reservation.go).
+	g.Expect(sent["max_tokens"]).To(BeNumerically("==", 5000-10-10))
+	g.Expect(resp.Header.Get("agentrun-max-tokens-clamped")).To(Equal("4980"))
 
 	resp = sendMessages(t, e, "/v1/messages", "x-api-key", body, nil)
 	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))

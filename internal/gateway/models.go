@@ -30,6 +30,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -80,6 +81,8 @@ func (g *Gateway) listModels(w http.ResponseWriter, _ *http.Request, k *keeper) 
 // modelTicket is one admitted model request: what it reserved.
 type modelTicket struct {
 	reserved int64
+	// shape is the request's prompt, remembered with its charge.
+	shape *promptShape
 	// until is when the request must be over: the run's deadline
 	// (callWindow), or the zero time.
 	until time.Time
@@ -189,6 +192,8 @@ func (k *keeper) settle(t *modelTicket, tokens int64, reported bool) int64 {
 	charge := tokens
 	if !reported {
 		charge = t.reserved
+	} else {
+		k.prompts = rememberPrompt(k.prompts, t.shape, tokens)
 	}
 	if charge > 0 {
 		k.facts.usage.Tokens += charge
@@ -386,6 +391,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		}
 		return &modelCall{
 			model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: c.choices, conv: c.conv,
+			shape: shapeOf(c.model, len(c.body), c.fields, jMessages),
 			prepare: func(m v1alpha1.Model) (int64, *apiError) {
 				switch m.API {
 				case "", v1alpha1.ModelAPIOpenAIChat:
@@ -415,6 +421,9 @@ type modelCall struct {
 	maxTokens int64  // the completion cap as requested, 0 if none
 	choices   int64  // completions asked for
 	conv      string // the conversation's fingerprint, if the door reads one
+	// shape is the request's prompt, which may bound it tighter than its
+	// bytes (reservation.go); nil if the door reads none.
+	shape *promptShape
 	// prepare checks that the door can serve model m (its provider's API,
 	// the request's features) and returns the request's prompt bound.
 	prepare func(m v1alpha1.Model) (int64, *apiError)
@@ -492,11 +501,15 @@ func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keep
 	}
 	var upstream time.Duration
 	_, ref := k.runChain(context.WithValue(r.Context(), modelCallKey{}, true), ch, cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
-		ticket, mt, e := k.admitModel(ctx, promptBound, c.maxTokens, c.choices, m.MaxTokens)
+		ticket, mt, e := k.admitModel(ctx, k.tightPrompt(c.shape, promptBound), c.maxTokens, c.choices, m.MaxTokens)
 		if e != nil {
 			k.refusal(e, "model/"+c.model)
 			writeError(w, e)
 			return chain.Outcome{IsError: true, Result: e.body.Message}
+		}
+		ticket.shape = c.shape
+		if mt > 0 && c.maxTokens > 0 && mt < c.maxTokens {
+			w.Header().Set(HeaderMaxTokensClamped, strconv.FormatInt(mt, 10))
 		}
 		x = &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name},
 			tr: k.modelTranslator()}

@@ -123,7 +123,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, k *keeper) {
 			return nil, e
 		}
 		call := &modelCall{model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: 1,
-			conv: conversationFingerprint(c.conversation())}
+			conv: conversationFingerprint(c.conversation()), shape: shapeOf(c.model, len(c.body), c.fields, wireInput)}
 		var tr *responsesTranslation
 		call.prepare = func(m v1alpha1.Model) (int64, *apiError) {
 			switch m.API {

@@ -121,7 +121,7 @@ func chatAsMessages(body []byte) ([]byte, *apiError) {
 			var id string
 			e = unmarshalField(name, raw, &id, "a string")
 			out[fieldMetadata] = map[string]string{"user_id": id}
-		case wireStreamOptions, "prompt_cache_key":
+		case wireStreamOptions, wireCacheKey:
 		default:
 			if strings.HasPrefix(name, "agentrun_") {
 				out[name] = raw

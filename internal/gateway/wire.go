@@ -36,4 +36,7 @@ const (
 	wireStreamOptions = "stream_options"
 	wireMessageStart  = "message_start"
 	wireMessageDelta  = "message_delta"
+	wireCacheKey      = "prompt_cache_key"
+	wireInclude       = "include"
+	wireClientMeta    = "client_metadata"
 )
