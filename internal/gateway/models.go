@@ -81,8 +81,11 @@ func (g *Gateway) listModels(w http.ResponseWriter, _ *http.Request, k *keeper) 
 // modelTicket is one admitted model request: what it reserved.
 type modelTicket struct {
 	reserved int64
-	// shape is the request's prompt, remembered with its charge.
-	shape *promptShape
+	// prompt is the reserved prompt bound (the rest of reserved is the
+	// completion caps); shape is the request's prompt, remembered with
+	// its charge.
+	prompt int64
+	shape  *promptShape
 	// until is when the request must be over: the run's deadline
 	// (callWindow), or the zero time.
 	until time.Time
@@ -170,7 +173,7 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 			mt = DefaultMaxTokens
 		}
 		mt = min(mt, room)
-		t.reserved = promptBound + max(choices, 1)*mt
+		t.reserved, t.prompt = promptBound+max(choices, 1)*mt, promptBound
 		k.tokens += t.reserved
 	}
 	k.facts.usage.ModelRequests++
@@ -559,6 +562,10 @@ func (x *exchange) count(outcome string, tokens int64, reported bool) {
 	charged := x.k.settle(x.ticket, tokens, reported)
 	x.g.metrics.modelRequests.WithLabelValues(append(x.labels, outcome)...).Inc()
 	x.g.metrics.tokens.WithLabelValues(x.labels...).Add(float64(charged))
+	if t := x.ticket; t.reserved > 0 {
+		x.g.metrics.reserved.WithLabelValues(append(x.labels, "prompt")...).Add(float64(t.prompt))
+		x.g.metrics.reserved.WithLabelValues(append(x.labels, "completion")...).Add(float64(t.reserved - t.prompt))
+	}
 	x.g.metrics.sessionModelRequest(x.k, charged)
 }
 
