@@ -55,8 +55,10 @@ const maxModelBody = 8 << 20
 // too); tokens are what the provider reports. Before dispatch the gateway
 // reserves, against a token grant, an upper bound of what the request can
 // use — the request body's length in bytes (no tokenizer maps less than one
-// byte to a token) plus its max_tokens, which the gateway lowers to fit — so
-// no request can cross the grant; it settles on the reported usage.
+// byte to a token), or for a turn that extends an answered one that one's
+// charge plus its new messages' bytes (reservation.go), plus its max_tokens,
+// which the gateway lowers to fit — so no request can cross the grant; it
+// settles on the reported usage.
 
 func (g *Gateway) listModels(w http.ResponseWriter, _ *http.Request, k *keeper) {
 	k.mu.Lock()
