@@ -20,7 +20,9 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -296,4 +298,40 @@ func TestChatDoorServesTheOpenAISDKThroughAMessagesProvider(t *testing.T) {
 	g.Expect(acc.Choices[0].Message.ToolCalls[0].Function.Name).To(Equal("weather"))
 	g.Expect(acc.Choices[0].Message.ToolCalls[0].Function.Arguments).To(MatchJSON(`{"city":"Oslo"}`))
 	g.Expect(acc.Usage.TotalTokens).To(BeEquivalentTo(26))
+}
+
+// A Messages stream that ends with an error event, before message_stop,
+// reaches the chat client as a cut stream (no [DONE]) and is charged the
+// request's reservation, as a cut chat stream is.
+func TestChatDoorChargesTheReservationForAMessagesStreamEndedByAnError(t *testing.T) {
+	g := NewWithT(t)
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		_, _ = io.WriteString(w, "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"id\":\"msg_1\","+
+			"\"usage\":{\"input_tokens\":5,\"output_tokens\":1}}}\n\n"+
+			"event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"text\"}}\n\n"+
+			"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,"+
+			"\"delta\":{\"type\":\"text_delta\",\"text\":\"half\"}}\n\n"+
+			"event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n")
+	}))
+	t.Cleanup(up.Close)
+	e := gatewaytest.Start(t, gatewaytest.Options{Mutate: func(ra *v1alpha1.RunAttempt) {
+		ra.Spec.Grant.Tokens = new(int64(100000))
+		ra.Spec.Policy.Models[0].BaseURL = up.URL + "/v1"
+		ra.Spec.Policy.Models[0].API = v1alpha1.ModelAPIAnthropicMessages
+	}})
+	body := []byte(`{"model":"` + gatewaytest.Model + `","stream":true,"max_tokens":100,"messages":[{"role":"user","content":"hi"}]}`)
+	resp := e.Do(http.MethodPost, chatPath, gatewaytest.Token, body)
+	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
+	raw, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	g.Expect(string(raw)).To(ContainSubstring(`"content":"half"`))
+	g.Expect(string(raw)).NotTo(ContainSubstring("[DONE]"), "the cut reaches the client")
+	// The reservation: the prompt's bound — the larger of the chat body and
+	// its Messages translation (120 bytes) — plus max_tokens.
+	g.Eventually(func() v1alpha1.Usage { return e.Status().Usage }).Should(
+		Equal(v1alpha1.Usage{ModelRequests: 1, Tokens: 120 + 100}))
+	g.Expect(len(body)).To(BeNumerically("<", 120))
+	g.Expect(e.Status().Faults).To(ContainElement(And(HaveField("Kind", BeEquivalentTo("StreamCut")),
+		HaveField("LastMessage", ContainSubstring("error event: Overloaded")))))
 }
