@@ -80,6 +80,9 @@ type keeper struct {
 	// conv fingerprints the conversation the last model request forwarded:
 	// the context of the tool calls that follow it.
 	conv string
+	// prompts are the latest answered model requests' shapes and charges,
+	// which bound the prompt of a request that extends one (reservation.go).
+	prompts []promptMemory
 	// chain is the policy's interceptor chain (built on the first tool
 	// call: the snapshot does not change within an attempt), or chainErr.
 	chain    *chain.Chain

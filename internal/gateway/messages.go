@@ -25,7 +25,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 
 	semconv "go.opentelemetry.io/otel/semconv/v1.40.0"
@@ -152,6 +151,7 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, k *keeper) {
 		var tc *messagesToChat
 		return &modelCall{
 			model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: 1,
+			shape: shapeOf(c.model, len(c.body), c.fields, jMessages),
 			prepare: func(m v1alpha1.Model) (int64, *apiError) {
 				switch m.API {
 				case v1alpha1.ModelAPIAnthropicMessages:
@@ -167,9 +167,6 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, k *keeper) {
 				return int64(len(c.body)), nil
 			},
 			dispatch: func(ctx context.Context, x *exchange, mt int64, key string) {
-				if mt > 0 && c.maxTokens > 0 && mt < c.maxTokens {
-					x.w.Header().Set(HeaderMaxTokensClamped, strconv.FormatInt(mt, 10))
-				}
 				if tc != nil {
 					x.forwardMessagesToChat(ctx, tc, mt, key)
 					return
@@ -179,10 +176,6 @@ func (g *Gateway) messages(w http.ResponseWriter, r *http.Request, k *keeper) {
 		}, nil
 	})
 }
-
-// HeaderMaxTokensClamped says the max_tokens the gateway forwarded when it
-// lowered the request's own to fit what remains of the grant.
-const HeaderMaxTokensClamped = "agentrun-max-tokens-clamped"
 
 // messagesUsage is the usage a Messages provider reports.
 type messagesUsage struct {
@@ -365,12 +358,7 @@ func (g *Gateway) relayMessages(w http.ResponseWriter, resp *http.Response, k *k
 						}
 					case "message_delta":
 						if d := ev.Usage; d != nil {
-							// output_tokens is cumulative; a provider may
-							// restate the input counts here too.
-							u.OutputTokens = max(u.OutputTokens, d.OutputTokens)
-							u.InputTokens = max(u.InputTokens, d.InputTokens)
-							u.CacheCreationInputTokens = max(u.CacheCreationInputTokens, d.CacheCreationInputTokens)
-							u.CacheReadInputTokens = max(u.CacheReadInputTokens, d.CacheReadInputTokens)
+							u.add(d)
 							seen = true
 						}
 					case "message_stop":

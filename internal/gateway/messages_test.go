@@ -279,8 +279,10 @@ func TestMessagesDoorReservesMaxTokensAndRefusesInTheAnthropicShape(t *testing.T
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	_ = resp.Body.Close()
 	sent, _ = rec.last()
-	g.Expect(sent["max_tokens"]).To(BeNumerically("<=", 5000-10-len(body)))
-	g.Expect(sent["max_tokens"]).To(BeNumerically(">", 4000))
+	// The same conversation again: its prompt is bounded by the earlier
+	// request's charge (10), not its bytes (reservation.go).
+	g.Expect(sent["max_tokens"]).To(BeNumerically("==", 5000-10-10))
+	g.Expect(resp.Header.Get("agentrun-max-tokens-clamped")).To(Equal("4980"))
 
 	resp = sendMessages(t, e, "/v1/messages", "x-api-key", body, nil)
 	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
@@ -404,7 +406,11 @@ func TestMessagesDoorTranslatesToAChatProvider(t *testing.T) {
 	g.Expect(resp.StatusCode).To(Equal(http.StatusOK))
 	raw, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
-	g.Expect(raw).To(MatchJSON(`{"id":"chatcmpl-1","type":"message","role":"assistant","model":"scripted-small",
+	var answer map[string]any
+	g.Expect(json.Unmarshal(raw, &answer)).To(Succeed())
+	g.Expect(answer).To(HaveKeyWithValue("id", HavePrefix("msg_")), "a Messages id, not the chat completion's chatcmpl-1")
+	delete(answer, "id")
+	g.Expect(mustJSON(answer)).To(MatchJSON(`{"type":"message","role":"assistant","model":"scripted-small",
 		"content":[{"type":"text","text":"again"},{"type":"tool_use","id":"call_9","name":"Bash","input":{"command":"sudo ls"}}],
 		"stop_reason":"tool_use","stop_sequence":null,
 		"usage":{"input_tokens":20,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"output_tokens":20}}`))

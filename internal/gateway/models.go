@@ -30,6 +30,7 @@ import (
 	"net"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -54,8 +55,10 @@ const maxModelBody = 8 << 20
 // too); tokens are what the provider reports. Before dispatch the gateway
 // reserves, against a token grant, an upper bound of what the request can
 // use — the request body's length in bytes (no tokenizer maps less than one
-// byte to a token) plus its max_tokens, which the gateway lowers to fit — so
-// no request can cross the grant; it settles on the reported usage.
+// byte to a token), or for a turn that extends an answered one that one's
+// charge plus its new messages' bytes (reservation.go), plus its max_tokens,
+// which the gateway lowers to fit — so no request can cross the grant; it
+// settles on the reported usage.
 
 func (g *Gateway) listModels(w http.ResponseWriter, _ *http.Request, k *keeper) {
 	k.mu.Lock()
@@ -80,6 +83,11 @@ func (g *Gateway) listModels(w http.ResponseWriter, _ *http.Request, k *keeper) 
 // modelTicket is one admitted model request: what it reserved.
 type modelTicket struct {
 	reserved int64
+	// prompt is the reserved prompt bound (the rest of reserved is the
+	// completion caps); shape is the request's prompt, remembered with
+	// its charge.
+	prompt int64
+	shape  *promptShape
 	// until is when the request must be over: the run's deadline
 	// (callWindow), or the zero time.
 	until time.Time
@@ -167,7 +175,7 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 			mt = DefaultMaxTokens
 		}
 		mt = min(mt, room)
-		t.reserved = promptBound + max(choices, 1)*mt
+		t.reserved, t.prompt = promptBound+max(choices, 1)*mt, promptBound
 		k.tokens += t.reserved
 	}
 	k.facts.usage.ModelRequests++
@@ -189,6 +197,8 @@ func (k *keeper) settle(t *modelTicket, tokens int64, reported bool) int64 {
 	charge := tokens
 	if !reported {
 		charge = t.reserved
+	} else {
+		k.prompts = rememberPrompt(k.prompts, t.shape, tokens)
 	}
 	if charge > 0 {
 		k.facts.usage.Tokens += charge
@@ -386,10 +396,15 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		}
 		return &modelCall{
 			model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: c.choices, conv: c.conv,
+			shape: shapeOf(c.model, len(c.body), c.fields, jMessages),
 			prepare: func(m v1alpha1.Model) (int64, *apiError) {
-				if api := m.API; api != "" && api != v1alpha1.ModelAPIOpenAIChat {
+				switch m.API {
+				case "", v1alpha1.ModelAPIOpenAIChat:
+				case v1alpha1.ModelAPIAnthropicMessages:
+					return boundAsMessages(c.body)
+				default:
 					return 0, errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway "+
-						"does not translate chat completions to it: use the %s door", m.Name, api, api))
+						"does not translate chat completions to it: use the %s door", m.Name, m.API, m.API))
 				}
 				return int64(len(c.body)), nil
 			},
@@ -411,6 +426,9 @@ type modelCall struct {
 	maxTokens int64  // the completion cap as requested, 0 if none
 	choices   int64  // completions asked for
 	conv      string // the conversation's fingerprint, if the door reads one
+	// shape is the request's prompt, which may bound it tighter than its
+	// bytes (reservation.go); nil if the door reads none.
+	shape *promptShape
 	// prepare checks that the door can serve model m (its provider's API,
 	// the request's features) and returns the request's prompt bound.
 	prepare func(m v1alpha1.Model) (int64, *apiError)
@@ -488,11 +506,15 @@ func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keep
 	}
 	var upstream time.Duration
 	_, ref := k.runChain(context.WithValue(r.Context(), modelCallKey{}, true), ch, cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
-		ticket, mt, e := k.admitModel(ctx, promptBound, c.maxTokens, c.choices, m.MaxTokens)
+		ticket, mt, e := k.admitModel(ctx, k.tightPrompt(c.shape, promptBound), c.maxTokens, c.choices, m.MaxTokens)
 		if e != nil {
 			k.refusal(e, "model/"+c.model)
 			writeError(w, e)
 			return chain.Outcome{IsError: true, Result: e.body.Message}
+		}
+		ticket.shape = c.shape
+		if mt > 0 && c.maxTokens > 0 && mt < c.maxTokens {
+			w.Header().Set(HeaderMaxTokensClamped, strconv.FormatInt(mt, 10))
 		}
 		x = &exchange{g: g, k: k, w: w, m: m, ticket: ticket, labels: []string{k.key.Namespace, spec.Policy.Name, m.Name},
 			tr: k.modelTranslator()}
@@ -542,6 +564,10 @@ func (x *exchange) count(outcome string, tokens int64, reported bool) {
 	charged := x.k.settle(x.ticket, tokens, reported)
 	x.g.metrics.modelRequests.WithLabelValues(append(x.labels, outcome)...).Inc()
 	x.g.metrics.tokens.WithLabelValues(x.labels...).Add(float64(charged))
+	if t := x.ticket; t.reserved > 0 {
+		x.g.metrics.reserved.WithLabelValues(append(x.labels, "prompt")...).Add(float64(t.prompt))
+		x.g.metrics.reserved.WithLabelValues(append(x.labels, "completion")...).Add(float64(t.reserved - t.prompt))
+	}
 	x.g.metrics.sessionModelRequest(x.k, charged)
 }
 
@@ -614,20 +640,29 @@ func (x *exchange) send(rctx context.Context, path string, out []byte, key strin
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(rctx), boundedTimeout(g.opts.UpstreamTimeout, x.ticket.until, g.clock.Now()))
 	x.dispatched = g.clock.Now()
 	x.done = x.dispatched
-	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+path, bytes.NewReader(out))
+	toMessages := isChatToMessages(m, path)
+	var ureq *http.Request
+	var err error
+	if toMessages {
+		ureq, err = x.chatAsMessagesRequest(ctx, out, key, streamed)
+	} else {
+		ureq, err = http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+path, bytes.NewReader(out))
+	}
 	if err != nil {
 		cancel()
 		x.count("error", 0, true)
 		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return nil, nil
 	}
-	ureq.Header.Set("Content-Type", "application/json")
-	ureq.Header.Set("Accept", "application/json")
-	if streamed {
-		ureq.Header.Set("Accept", "text/event-stream")
-	}
-	if key != "" {
-		ureq.Header.Set("Authorization", "Bearer "+key)
+	if !toMessages {
+		ureq.Header.Set("Content-Type", "application/json")
+		ureq.Header.Set("Accept", "application/json")
+		if streamed {
+			ureq.Header.Set("Accept", "text/event-stream")
+		}
+		if key != "" {
+			ureq.Header.Set("Authorization", "Bearer "+key)
+		}
 	}
 	spanUpstream(rctx, ureq, m)
 	resp, err := g.opts.Upstream.Do(ureq)
@@ -635,6 +670,9 @@ func (x *exchange) send(rctx context.Context, path string, out []byte, key strin
 		cancel()
 		x.unreachable(err)
 		return nil, nil
+	}
+	if toMessages {
+		x.answerAsChat(resp, streamed)
 	}
 	return resp, cancel
 }

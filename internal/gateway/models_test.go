@@ -240,8 +240,11 @@ func TestModelDoorReservesTokensSoNoRequestCrossesTheGrant(t *testing.T) {
 
 	g.Eventually(func() int64 { return e.Status().Usage.Tokens }).Should(BeEquivalentTo(310), "settled on the reported usage")
 
-	// A prompt larger than what is left is refused before dispatch.
-	big := chat("scripted", `,"agentrun_scripted":{"say":"`+strings.Repeat("x", 800)+`"}`)
+	// A prompt larger than what is left is refused before dispatch: it
+	// extends the conversation answered before by 800 bytes, more than the
+	// 690 tokens left (reservation.go).
+	big := []byte(`{"model":"scripted","messages":[{"role":"user","content":"hello"},{"role":"user","content":"` +
+		strings.Repeat("x", 800) + `"}]}`)
 	resp = e.Do(http.MethodPost, "/v1/chat/completions", gatewaytest.Token, big)
 	g.Expect(resp.StatusCode).To(Equal(http.StatusTooManyRequests))
 	eb := errorBody(g, resp)

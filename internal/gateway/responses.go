@@ -123,7 +123,7 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, k *keeper) {
 			return nil, e
 		}
 		call := &modelCall{model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: 1,
-			conv: conversationFingerprint(c.conversation())}
+			conv: conversationFingerprint(c.conversation()), shape: shapeOf(c.model, len(c.body), c.fields, wireInput)}
 		var tr *responsesTranslation
 		call.prepare = func(m v1alpha1.Model) (int64, *apiError) {
 			switch m.API {
@@ -138,6 +138,12 @@ func (g *Gateway) responses(w http.ResponseWriter, r *http.Request, k *keeper) {
 				// The provider reads the translated request: the bound is
 				// the larger of the two.
 				return int64(max(len(c.body), tr.size())), nil
+			case v1alpha1.ModelAPIAnthropicMessages:
+				var e *apiError
+				if tr, e = translateResponses(c); e != nil {
+					return 0, e
+				}
+				return tr.boundAsMessages(m, len(c.body))
 			default:
 				return 0, errInvalid(fieldModel, fmt.Sprintf("model %q is served by a provider that speaks %s, and this gateway "+
 					"does not translate the Responses API to it: use the %s door, or a model whose provider speaks OpenAIResponses "+

@@ -229,17 +229,6 @@ func TestResponsesDoorServesTheReserveOnlyToOutputWork(t *testing.T) {
 	g.Expect(rec.bodies).To(HaveLen(1))
 }
 
-func TestResponsesDoorRefusesAnAnthropicProviderNamingIt(t *testing.T) {
-	g := NewWithT(t)
-	e, rec := responsesEnv(t, v1alpha1.ModelAPIAnthropicMessages, nil)
-	resp := e.Do(http.MethodPost, responsesPath, gatewaytest.Token, responsesBody(gatewaytest.Model, ""))
-	g.Expect(resp.StatusCode).To(Equal(http.StatusBadRequest))
-	eb := errorBody(g, resp)
-	g.Expect(eb.Param).To(Equal("model"))
-	g.Expect(eb.Message).To(ContainSubstring("AnthropicMessages"))
-	g.Expect(rec.bodies).To(BeEmpty())
-}
-
 // The OpenAI Agents SDK's second turn: instructions, the user's message, the
 // model's reasoning and function call, and the call's output.
 const roundTrip = `,"instructions":"be brief","input":[` +

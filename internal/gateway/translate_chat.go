@@ -407,7 +407,7 @@ func (x *exchange) forwardMessagesToChat(rctx context.Context, t *messagesToChat
 			}
 			content = append(content, map[string]any{jType: jToolUse, "id": tc.ID, jName: tc.Function.Name, wireInput: input})
 		}
-		writeJSON(x.w, map[string]any{"id": cc.ID, jType: jMessage, jRole: jAssistant, fieldModel: t.model, argContent: content,
+		writeJSON(x.w, map[string]any{"id": messagesID(cc.ID), jType: jMessage, jRole: jAssistant, fieldModel: t.model, argContent: content,
 			jStopReason: stopReason(ch.FinishReason), jStopSeq: nil, jUsage: cc.Usage.asMessages()})
 		x.stream(func(tr *openai.Translator) []stream.Event { return append(tr.Completion(raw), tr.End(nil)...) })
 		x.k.noteAnswer(chatCompletionDigest(raw))
@@ -460,7 +460,7 @@ func (s *messagesEvents) start(id, model string) {
 		return
 	}
 	s.started = true
-	s.send("message_start", map[string]any{jMessage: map[string]any{"id": id, jType: jMessage, jRole: jAssistant,
+	s.send("message_start", map[string]any{jMessage: map[string]any{"id": messagesID(id), jType: jMessage, jRole: jAssistant,
 		fieldModel: model, argContent: []any{}, jStopReason: nil, jStopSeq: nil,
 		jUsage: messagesUsage{}}})
 }
@@ -518,12 +518,12 @@ func (x *exchange) relayChatAsMessages(rctx context.Context, resp *http.Response
 			if !done {
 				x.k.providerFault("StreamCut", true, fmt.Sprintf("model %s: the stream ended before [DONE]: %v", x.m.Name, err))
 				*cut = fmt.Errorf("the provider's stream ended before [DONE]: %w", err)
-				s.start("msg_agentrun", model)
+				s.start("", model)
 				s.send(jError, map[string]any{jError: map[string]any{jType: "api_error",
 					jMessage: "the provider's stream ended before its end: " + err.Error()}})
 				return 0, false
 			}
-			s.start("msg_agentrun", model)
+			s.start("", model)
 			s.close()
 			u := s.usage.asMessages()
 			s.send("message_delta", map[string]any{jDelta: map[string]any{jStopReason: stopReason(s.stopReason), jStopSeq: nil},
@@ -582,4 +582,14 @@ func (s *messagesEvents) chunk(payload []byte, model string) {
 			s.stopReason = *ch.FinishReason
 		}
 	}
+}
+
+// messagesID is the id of a translated Messages answer: the chat answer's
+// when it is already a Messages id, else a new msg_ one (a chat completion's
+// chatcmpl- id is no Messages id).
+func messagesID(chatID string) string {
+	if strings.HasPrefix(chatID, "msg_") {
+		return chatID
+	}
+	return newItemID("msg")
 }

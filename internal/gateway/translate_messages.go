@@ -131,11 +131,15 @@ func anthropicShape(h http.Handler) http.Handler {
 	})
 }
 
-// messageAsChat restates a Messages answer as a chat completion, for the
+// messageAsChat restates a Messages answer as a chat completion: for the
 // run's event stream (the same AG-UI text, reasoning and tool blocks as
-// the chat door's).
+// the chat door's), and as the answer of a chat request translated to
+// Messages (its id, model and usage too).
 func messageAsChat(raw []byte) []byte {
 	var msg struct {
+		ID      string         `json:"id"`
+		Model   string         `json:"model"`
+		Usage   *messagesUsage `json:"usage"`
 		Content []struct {
 			Type     string          `json:"type"`
 			Text     string          `json:"text"`
@@ -168,20 +172,21 @@ func messageAsChat(raw []byte) []byte {
 	}
 	m := map[string]any{jRole: jAssistant, argContent: text.String()}
 	if think.Len() > 0 {
-		m["reasoning_content"] = think.String()
+		m[wireReasoning] = think.String()
 	}
 	if len(calls) > 0 {
-		m["tool_calls"] = calls
+		m[wireToolCalls] = calls
 	}
-	out, _ := json.Marshal(map[string]any{jsonObject: "chat.completion",
-		wireChoices: []map[string]any{{jIndex: 0, jMessage: m, "finish_reason": chatFinish(msg.StopReason)}}})
+	out, _ := json.Marshal(map[string]any{"id": msg.ID, jsonObject: "chat.completion", fieldModel: msg.Model,
+		wireChoices: []map[string]any{{jIndex: 0, jMessage: m, "finish_reason": chatFinish(msg.StopReason)}},
+		jUsage:      msg.Usage.asChat()})
 	return out
 }
 
 // chatFinish maps a Messages stop reason to a chat finish reason.
 func chatFinish(stop string) string {
 	switch stop {
-	case "max_tokens":
+	case "max_tokens", "model_context_window_exceeded":
 		return wireLength
 	case jToolUse:
 		return finishToolCalls
@@ -193,19 +198,25 @@ func chatFinish(stop string) string {
 }
 
 // finishToolCalls is the chat finish reason of an answer with tool calls.
-const finishToolCalls = "tool_calls"
+const finishToolCalls = wireToolCalls
 
 // messagesStreamState follows a Messages event stream to restate each event
-// as a chat chunk for the run's event stream.
+// as a chat chunk, for the run's event stream and for a chat request
+// translated to Messages.
 type messagesStreamState struct {
-	tools map[int]int // content block index → tool call index
+	tools     map[int]int // content block index → tool call index
+	id, model string      // the message's, from message_start
 }
 
 // asChunk restates one Messages stream event as a chat chunk (nil: none).
 func (s *messagesStreamState) asChunk(payload []byte) []byte {
 	var ev struct {
-		Type         string `json:"type"`
-		Index        int    `json:"index"`
+		Type    string `json:"type"`
+		Index   int    `json:"index"`
+		Message struct {
+			ID    string `json:"id"`
+			Model string `json:"model"`
+		} `json:"message"`
 		ContentBlock struct {
 			Type string `json:"type"`
 			ID   string `json:"id"`
@@ -225,6 +236,9 @@ func (s *messagesStreamState) asChunk(payload []byte) []byte {
 	var delta map[string]any
 	var finish any
 	switch ev.Type {
+	case wireMessageStart:
+		s.id, s.model = ev.Message.ID, ev.Message.Model
+		return nil
 	case "content_block_start":
 		if ev.ContentBlock.Type != jToolUse {
 			return nil
@@ -234,30 +248,30 @@ func (s *messagesStreamState) asChunk(payload []byte) []byte {
 		}
 		i := len(s.tools)
 		s.tools[ev.Index] = i
-		delta = map[string]any{"tool_calls": []map[string]any{{jIndex: i, "id": ev.ContentBlock.ID, jType: jFunction,
+		delta = map[string]any{wireToolCalls: []map[string]any{{jIndex: i, "id": ev.ContentBlock.ID, jType: jFunction,
 			jFunction: map[string]any{jName: ev.ContentBlock.Name, jArguments: ""}}}}
 	case "content_block_delta":
 		switch ev.Delta.Type {
 		case "text_delta":
 			delta = map[string]any{argContent: ev.Delta.Text}
 		case "thinking_delta":
-			delta = map[string]any{"reasoning_content": ev.Delta.Thinking}
+			delta = map[string]any{wireReasoning: ev.Delta.Thinking}
 		case "input_json_delta":
 			i, ok := s.tools[ev.Index]
 			if !ok {
 				return nil
 			}
-			delta = map[string]any{"tool_calls": []map[string]any{{jIndex: i,
+			delta = map[string]any{wireToolCalls: []map[string]any{{jIndex: i,
 				jFunction: map[string]any{jArguments: ev.Delta.PartialJSON}}}}
 		default:
 			return nil
 		}
-	case "message_delta":
+	case wireMessageDelta:
 		delta, finish = map[string]any{}, chatFinish(ev.Delta.StopReason)
 	default:
 		return nil
 	}
-	out, _ := json.Marshal(map[string]any{jsonObject: "chat.completion.chunk",
+	out, _ := json.Marshal(map[string]any{"id": s.id, jsonObject: "chat.completion.chunk", fieldModel: s.model,
 		wireChoices: []map[string]any{{jIndex: 0, jDelta: delta, "finish_reason": finish}}})
 	return out
 }

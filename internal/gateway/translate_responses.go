@@ -398,10 +398,10 @@ type chatUsage struct {
 	wireUsage
 	PromptTokensDetails *struct {
 		CachedTokens int64 `json:"cached_tokens"`
-	} `json:"prompt_tokens_details"`
+	} `json:"prompt_tokens_details,omitempty"`
 	CompletionTokensDetails *struct {
 		ReasoningTokens int64 `json:"reasoning_tokens"`
-	} `json:"completion_tokens_details"`
+	} `json:"completion_tokens_details,omitempty"`
 }
 
 // responses is the usage in the Responses shape.

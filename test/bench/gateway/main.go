@@ -80,7 +80,7 @@ func main() {
 	out := flag.String("out", "docs/benchmarks-gateway", "report path without extension (.md and .json are written)")
 	serveTools := flag.String("serve-tools", "", "internal: serve the tool door's gateway, its tool server at this MCP URL")
 	kubeconfig := flag.String("tools-kubeconfig", "", "internal: with --serve-tools, the API server (default: in-memory)")
-	doors := flag.String("doors", "model,tools", "the doors to benchmark (model, tools)")
+	doors := flag.String("doors", "model,tools,reservation", "the doors to benchmark (model, tools, reservation: agents' sessions)")
 	toolRate := flag.Int("tool-rate", 200, "the tool door's call rate (calls per second)")
 	toolDuration := flag.Duration("tool-duration", 5*time.Second, "length of each of the tool door's fixed-rate measurements")
 	flag.Parse()
@@ -99,7 +99,8 @@ func main() {
 		return
 	}
 	run := doorSet{model: strings.Contains(*doors, "model"), tools: strings.Contains(*doors, "tools"),
-		toolRate: *toolRate, toolDuration: *toolDuration}
+		reservation: strings.Contains(*doors, "reservation"),
+		toolRate:    *toolRate, toolDuration: *toolDuration}
 	if err := drive(*latency, *duration, *rates, *raceN, *raceClients, *raceGrant, *durable, *out, run); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway bench:", err)
 		os.Exit(1)
@@ -304,9 +305,9 @@ func pct(l []time.Duration, p float64) float64 {
 
 // doorSet says which doors drive benchmarks.
 type doorSet struct {
-	model, tools bool
-	toolRate     int
-	toolDuration time.Duration
+	model, tools, reservation bool
+	toolRate                  int
+	toolDuration              time.Duration
 }
 
 func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool, out string, run doorSet) error {
@@ -318,6 +319,13 @@ func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, r
 		}
 		m.Machine, m.Date = rep.Machine, rep.Date
 		rep = m
+	}
+	if run.reservation {
+		rows, err := driveReservation()
+		if err != nil {
+			return err
+		}
+		rep.Reservation = rows
 	}
 	if run.tools {
 		t, err := driveToolDoor(run.toolRate, run.toolDuration, os.Getenv("KUBEBUILDER_ASSETS"))
@@ -465,6 +473,9 @@ type report struct {
 	RaceOther         int64    `json:"raceOther"`
 	RaceDispatched    int64    `json:"raceDispatchedUpstream"`
 	DurableAdmission  bool     `json:"durableAdmission"`
+	// Reservation is the reservation's tightness on agents' sessions
+	// (reservation.go).
+	Reservation []reservationRow `json:"reservation,omitempty"`
 	// ToolDoor is the tool door's part (tooldoor.go).
 	ToolDoor *toolReport `json:"toolDoor,omitempty"`
 }
@@ -495,6 +506,9 @@ func (r report) write(out string) error {
 	fmt.Fprintf(&b, "Written by `make bench-gateway` (`go run ./test/bench/gateway`; part of `make bench`) on %s; %s.\n\n", r.Date, r.Machine)
 	if len(r.Results) > 0 {
 		r.writeModel(&b)
+	}
+	if len(r.Reservation) > 0 {
+		writeReservation(&b, r.Reservation)
 	}
 	if r.ToolDoor != nil {
 		r.ToolDoor.markdown(&b)
