@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/policy"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
@@ -170,6 +171,7 @@ func (v *ResearchRunValidator) ValidateUpdate(ctx context.Context, oldObj, obj *
 	} else if !bytes.Equal(templateRaw(ctx, true), templateRaw(ctx, false)) {
 		errs = append(errs, strictTemplate(ctx)...)
 	}
+	errs = append(errs, costImmutable(oldObj.Spec.Budget, obj.Spec.Budget)...)
 	return lateApprovals(oldObj, obj), invalid("ResearchRun", obj.Name, errs)
 }
 
@@ -267,6 +269,14 @@ func reserveErrors(run *v1alpha1.ResearchRun) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("toolCalls"), b.OutputReserve.ToolCalls,
 			fmt.Sprintf("must be smaller than spec.budget.toolCalls (%d)", b.ToolCalls)))
 	}
+	switch c := b.OutputReserve.Cost; {
+	case c > 0 && b.Cost == nil:
+		errs = append(errs, field.Required(field.NewPath("spec", "budget", "cost"),
+			fmt.Sprintf("spec.budget.outputReserve.cost (%s) needs a cost budget to be kept from", c)))
+	case b.Cost != nil && c >= *b.Cost:
+		errs = append(errs, field.Invalid(p.Child("cost"), c.String(),
+			fmt.Sprintf("must be smaller than spec.budget.cost (%s): the reserve is for finalizing, the rest for working", *b.Cost)))
+	}
 	return errs
 }
 
@@ -297,6 +307,7 @@ func (v *ResearchRunValidator) referents(ctx context.Context, run *v1alpha1.Rese
 		return nil, apierrors.NewInternalError(fmt.Errorf("reading RuntimePolicy %q: %w", s.Spec.PolicyRef.Name, err))
 	}
 	errs := append(limitErrors(run, p), tierErrors(ctx, run, p)...)
+	errs = append(errs, policy.CostErrors(run.Spec.Budget, p)...)
 	srcErrs, err := v.sourceErrors(ctx, run, p)
 	if err != nil {
 		return nil, err
@@ -331,6 +342,21 @@ func limitErrors(run *v1alpha1.ResearchRun, p *v1alpha1.RuntimePolicy) field.Err
 	}
 	if l.MaxAttempts != nil && run.Spec.Recovery.MaxAttempts > *l.MaxAttempts {
 		over(field.NewPath("spec", "recovery", "maxAttempts"), run.Spec.Recovery.MaxAttempts, *l.MaxAttempts, "maxAttempts")
+	}
+	return errs
+}
+
+// costImmutable keeps spec.budget.cost and its reserve as created, like the
+// rest of the budget (whose immutability is a CEL rule; a rule comparing
+// these strings would cross the API server's cost budget for CEL).
+func costImmutable(was, is v1alpha1.Budget) field.ErrorList {
+	budget := field.NewPath("spec", "budget")
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(was.Cost, is.Cost) {
+		errs = append(errs, field.Forbidden(budget.Child("cost"), "is immutable after creation"))
+	}
+	if was.OutputReserve.Cost != is.OutputReserve.Cost {
+		errs = append(errs, field.Forbidden(budget.Child("outputReserve", "cost"), "is immutable after creation"))
 	}
 	return errs
 }
