@@ -19,7 +19,7 @@ package v1alpha1
 import (
 	"encoding/json"
 	"fmt"
-	"math/bits"
+	"math/big"
 	"strconv"
 	"strings"
 )
@@ -110,21 +110,32 @@ type ModelPrices struct {
 	CacheRead *Money `json:"cacheRead,omitempty"`
 }
 
-// TokenCost is what n tokens cost at price per million tokens, rounded up
-// to the next micro-unit so that rounding never lets spending cross a
-// limit. It is exact (no float) and saturates at MaxMoney.
-func TokenCost(n int64, price Money) Money {
-	if n <= 0 || price <= 0 {
-		return 0
+// TokensAt is a number of tokens at a price per million tokens.
+type TokensAt struct {
+	Tokens int64
+	Price  Money
+}
+
+// CostOf is what the tokens cost: the exact sum of tokens times price,
+// rounded up once to the next micro-unit (so rounding never lets spending
+// cross a limit, and a bound on each count bounds the cost). It saturates
+// at MaxMoney; negative counts or prices count as zero.
+func CostOf(items ...TokensAt) Money {
+	sum, term := new(big.Int), new(big.Int)
+	for _, it := range items {
+		if it.Tokens > 0 && it.Price > 0 {
+			sum.Add(sum, term.Mul(big.NewInt(it.Tokens), big.NewInt(int64(it.Price))))
+		}
 	}
-	hi, lo := bits.Mul64(uint64(n), uint64(price))
-	const perMillion = 1_000_000
-	if hi >= perMillion {
+	q, r := sum.QuoRem(sum, big.NewInt(1_000_000), new(big.Int))
+	if r.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	if !q.IsInt64() || q.Int64() > int64(MaxMoney) {
 		return MaxMoney
 	}
-	q, r := bits.Div64(hi, lo, perMillion)
-	if r > 0 {
-		q++
-	}
-	return min(Money(min(q, uint64(MaxMoney))), MaxMoney)
+	return Money(q.Int64())
 }
+
+// TokenCost is what n tokens cost at price per million tokens (CostOf).
+func TokenCost(n int64, price Money) Money { return CostOf(TokensAt{Tokens: n, Price: price}) }

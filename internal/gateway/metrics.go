@@ -50,6 +50,7 @@ const OtherSessions = "_other"
 type metrics struct {
 	modelRequests      *prometheus.CounterVec
 	tokens             *prometheus.CounterVec
+	cost               *prometheus.CounterVec
 	refusals           *prometheus.CounterVec
 	upstreamSeconds    *prometheus.HistogramVec
 	addedSeconds       prometheus.Histogram
@@ -87,6 +88,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "agentrun_gateway_tokens_total",
 			Help: "Tokens charged to attempts (as the provider reported them, or as reserved when it reported none).",
 		}, []string{labelNamespace, labelPolicy, fieldModel}),
+		cost: newCostMetric(),
 		streamDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_stream_budget_dropped_total",
 			Help: "Run-stream deltas dropped because their attempt streamed more than its policy's spec.events.maxBytes, by namespace and policy.",
@@ -168,7 +170,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Usage counts folded into session \"" + OtherSessions + "\" because --max-session-series sessions have series.",
 	})
 	m.sessions = map[[2]string]struct{}{}
-	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.refusals, m.streamDropped, m.upstreamSeconds,
+	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.cost, m.refusals, m.streamDropped, m.upstreamSeconds,
 		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.statusWritesSkipped, m.tooLarge,
 		m.toolCalls, m.toolSeconds, m.securityDegraded, m.authorityHolds,
 		m.sessionRequests, m.sessionTokens, m.sessionTools, m.sessionRefusals, m.sessionOverflow} {
