@@ -157,6 +157,10 @@ type RunLimits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
+	// maxCost caps spec.budget.cost, in spec.currency; a run under a policy
+	// with it must budget cost.
+	// +optional
+	MaxCost *Money `json:"maxCost,omitempty"`
 	// maxDeadline caps spec.budget.deadline.
 	// +optional
 	MaxDeadline *metav1.Duration `json:"maxDeadline,omitempty"`

@@ -294,17 +294,37 @@ var _ = Describe("ResearchRun admission", func() {
 
 	It("admits a cost budget under a policy naming its currency, and keeps it immutable", func() {
 		p := &v1.RuntimePolicy{}
-		Expect(admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, p)).To(Succeed())
-		p.Spec.Currency = "USD"
-		Expect(admin.Update(ctx, p)).To(Succeed())
+		Eventually(func() error {
+			if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, p); err != nil {
+				return err
+			}
+			p.Spec.Currency = "USD"
+			return admin.Update(ctx, p)
+		}, timeout, interval).Should(Succeed())
 		run := newRun(ns, "costly")
 		run.Spec.Budget.Cost = new(v1.Money(5_000_000))
 		run.Spec.Budget.OutputReserve.Cost = 500_000
 		Expect(admin.Create(ctx, run)).To(Succeed())
-		cur := &v1.ResearchRun{}
-		Expect(admin.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
-		cur.Spec.Budget.Cost = new(v1.Money(9_000_000))
-		rejected(admin.Update(ctx, cur), "spec.budget.cost", "is immutable after creation")
+		// The operator writes the run's status meanwhile: retry on conflicts.
+		Eventually(func(g Gomega) {
+			cur := &v1.ResearchRun{}
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
+			cur.Spec.Budget.Cost = new(v1.Money(9_000_000))
+			g.Expect(admin.Update(ctx, cur)).To(MatchError(And(ContainSubstring("spec.budget.cost"),
+				ContainSubstring("is immutable after creation"))))
+		}, timeout, interval).Should(Succeed())
+
+		Eventually(func() error {
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+			p.Spec.Limits.MaxCost = new(v1.Money(2_000_000))
+			return admin.Update(ctx, p)
+		}, timeout, interval).Should(Succeed())
+		over := newRun(ns, "over")
+		over.Spec.Budget.Cost = new(v1.Money(2_000_001))
+		rejected(admin.Create(ctx, over), "spec.budget.cost", `exceeds the RuntimePolicy "p" limit maxCost (2.00)`)
+		rejected(admin.Create(ctx, newRun(ns, "unbudgeted")), "spec.budget.cost", `RuntimePolicy "p" caps cost (maxCost 2.00), so the run must budget it`)
 	})
 
 	It("rejects a misspelt field in the pod template instead of dropping it", func() {

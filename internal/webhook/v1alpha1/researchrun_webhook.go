@@ -334,6 +334,9 @@ func limitErrors(run *v1alpha1.ResearchRun, p *v1alpha1.RuntimePolicy) field.Err
 	if l.MaxTokens != nil && b.Tokens == nil {
 		errs = append(errs, field.Required(budget.Child("tokens"), fmt.Sprintf("RuntimePolicy %q caps tokens (maxTokens %d), so the run must budget them", p.Name, *l.MaxTokens)))
 	}
+	if l.MaxCost != nil && (b.Cost == nil || *b.Cost > *l.MaxCost) {
+		errs = append(errs, costCapError(p.Name, b.Cost, *l.MaxCost))
+	}
 	if l.MaxDeadline != nil && b.Deadline != nil && b.Deadline.Duration > l.MaxDeadline.Duration {
 		over(budget.Child("deadline"), b.Deadline.Duration.String(), l.MaxDeadline.Duration, "maxDeadline")
 	}
@@ -359,4 +362,14 @@ func costImmutable(was, is v1alpha1.Budget) field.ErrorList {
 		errs = append(errs, field.Forbidden(budget.Child("outputReserve", "cost"), "is immutable after creation"))
 	}
 	return errs
+}
+
+// costCapError is the refusal of a run's cost (or of its lack of one) under
+// a policy's maxCost.
+func costCapError(policy string, cost *v1alpha1.Money, limit v1alpha1.Money) *field.Error {
+	path := field.NewPath("spec", "budget", "cost")
+	if cost == nil {
+		return field.Required(path, fmt.Sprintf("RuntimePolicy %q caps cost (maxCost %s), so the run must budget it", policy, limit))
+	}
+	return field.Invalid(path, cost.String(), fmt.Sprintf("exceeds the RuntimePolicy %q limit maxCost (%s)", policy, limit))
 }
