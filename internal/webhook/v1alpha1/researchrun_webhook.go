@@ -366,10 +366,10 @@ func costImmutable(was, is v1alpha1.Budget) field.ErrorList {
 
 // costCapError is the refusal of a run's cost (or of its lack of one) under
 // a policy's maxCost.
-func costCapError(policy string, cost *v1alpha1.Money, limit v1alpha1.Money) *field.Error {
+func costCapError(policyName string, cost *v1alpha1.Money, limit v1alpha1.Money) *field.Error {
 	path := field.NewPath("spec", "budget", "cost")
 	if cost == nil {
-		return field.Required(path, fmt.Sprintf("RuntimePolicy %q caps cost (maxCost %s), so the run must budget it", policy, limit))
+		return field.Required(path, fmt.Sprintf("RuntimePolicy %q caps cost (maxCost %s), so the run must budget it", policyName, limit))
 	}
-	return field.Invalid(path, cost.String(), fmt.Sprintf("exceeds the RuntimePolicy %q limit maxCost (%s)", policy, limit))
+	return field.Invalid(path, cost.String(), fmt.Sprintf("exceeds the RuntimePolicy %q limit maxCost (%s)", policyName, limit))
 }
