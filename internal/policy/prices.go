@@ -24,6 +24,10 @@ import (
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 )
 
+// RulePricesCurrency: a policy whose models have prices names their
+// currency.
+const RulePricesCurrency Rule = "pricesCurrency"
+
 // validatePrices: prices are amounts in the policy's currency, so a policy
 // whose models carry prices names it. (The amounts' form is the API's
 // schema: a decimal string, e.g. "3.00".)
@@ -34,7 +38,8 @@ func validatePrices(spec *v1alpha1.RuntimePolicySpec, specPath *field.Path) fiel
 	for i, m := range spec.Models {
 		if m.Prices != nil {
 			return field.ErrorList{field.Required(specPath.Child("currency"), fmt.Sprintf(
-				"spec.models[%d] (%s) has prices, so the policy must name their currency (an ISO 4217 code such as USD)", i, m.Name))}
+				"spec.models[%d] (%s) has prices, so the policy must name their currency (an ISO 4217 code such as USD)", i, m.Name)).
+				WithOrigin(RulePricesCurrency)}
 		}
 	}
 	return nil
