@@ -328,3 +328,44 @@ func FuzzChildTree(f *testing.F) {
 		}
 	})
 }
+
+// TestWorkedLedger is the worked example of docs/children.md, step by step.
+func TestWorkedLedger(t *testing.T) {
+	u := func(mr, tc int64, cost string) v1alpha1.Usage {
+		m, err := v1alpha1.ParseMoney(cost)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v1alpha1.Usage{ModelRequests: mr, ToolCalls: tc, Cost: m}
+	}
+	lim := ChildLimits{MaxDepth: 1, MaxChildren: 3, MaxConcurrent: 2}
+	root := Carving{Budget: u(40, 20, "5.00"), Reserve: u(4, 2, "0.50"), Cost: true, Own: u(10, 0, "1.00")}
+	expect := func(step string, c Carving, available v1alpha1.Usage) {
+		t.Helper()
+		if got := c.Available(); got != available {
+			t.Errorf("step %s: the root can still carve %+v, want %+v", step, got, available)
+		}
+	}
+	expect("1", root, u(26, 18, "3.50"))
+	root, r := AdmitChild(root, u(10, 5, "1.50"), lim)
+	if r != nil {
+		t.Fatal(r)
+	}
+	expect("2", root, u(16, 13, "2.00"))
+	if _, r = AdmitChild(root, u(10, 0, "2.10"), lim); r == nil ||
+		r.Message != "a child's budget of 2.10 cost exceeds the 2.00 the parent has left to carve (its working allowance, never its reserve)" {
+		t.Fatalf("step 3: %v", r)
+	}
+	if root, r = AdmitChild(root, u(10, 5, "2.00"), lim); r != nil {
+		t.Fatal(r)
+	}
+	expect("4", root, u(6, 8, "0.00"))
+	root = EndChild(root, u(10, 5, "1.50"), u(4, 1, "0.60"))
+	expect("5", root, u(12, 12, "0.90"))
+	root = EndChild(root, u(10, 5, "2.00"), u(10, 3, "2.00"))
+	expect("6", root, u(12, 14, "0.90"))
+	root.Own = add(root.Own, u(2, 0, "1.40")) // 0.90 of working, then the 0.50 reserve
+	if total := add(root.Own, root.Returned).Cost; total != v1alpha1.Money(5_000_000) || root.Carved != (v1alpha1.Usage{}) {
+		t.Errorf("step 7: the tree spent %s, carved %+v; want 5.00 and nothing carved", total, root.Carved)
+	}
+}
