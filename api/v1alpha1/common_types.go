@@ -352,6 +352,10 @@ type Usage struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Tokens int64 `json:"tokens,omitempty"`
+	// cost is what the model requests cost, in the policy's currency
+	// (tokens times the model's prices), e.g. "1.25".
+	// +optional
+	Cost Money `json:"cost,omitempty"`
 }
 
 // LocalObjectReference names an object in the same namespace.

@@ -40,6 +40,9 @@ type OutputReserve struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Tokens int64 `json:"tokens,omitempty"`
+	// cost reserved for finalization, in the policy's currency.
+	// +optional
+	Cost Money `json:"cost,omitempty"`
 }
 
 // Budget is what the run may spend. The operator is the root owner: it grants
@@ -68,6 +71,12 @@ type Budget struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	Tokens *int64 `json:"tokens,omitempty"`
+	// cost is the most the run's model requests may cost, reserve included,
+	// in the currency its policy names (spec.currency), e.g. "5.00". Unset:
+	// cost is not budgeted. A run with a cost needs prices on every model of
+	// its policy.
+	// +optional
+	Cost *Money `json:"cost,omitempty"`
 	// outputReserve is kept back for finalization, in the same units.
 	// +optional
 	OutputReserve OutputReserve `json:"outputReserve,omitzero"`
@@ -422,6 +431,7 @@ type ResearchRunStatus struct {
 // +kubebuilder:printcolumn:name="Settlement",type=string,JSONPath=`.status.settlement`
 // +kubebuilder:printcolumn:name="Attempt",type=integer,JSONPath=`.status.attempt`
 // +kubebuilder:printcolumn:name="Steps",type=integer,JSONPath=`.status.steps`
+// +kubebuilder:printcolumn:name="Cost",type=string,JSONPath=`.status.budget.used.cost`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.message`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.status) || !has(oldSelf.status.phase) || oldSelf.status.phase != 'Terminated' || has(self.status)",message="status.phase: Terminated is absorbing and cannot change"

@@ -62,6 +62,10 @@ type Grant struct {
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	Tokens *int64 `json:"tokens,omitempty"`
+	// cost the attempt's model requests may have cost in total; unset means
+	// not budgeted.
+	// +optional
+	Cost *Money `json:"cost,omitempty"`
 	// finalizeOnly is true in Finalizing: only output work (publish, settle)
 	// from the reserve; research tools are refused.
 	// +optional
@@ -115,6 +119,9 @@ type PolicySnapshot struct {
 	// +listType=atomic
 	// +optional
 	Models []Model `json:"models,omitempty"`
+	// currency of the models' prices (the policy's spec.currency).
+	// +optional
+	Currency string `json:"currency,omitempty"`
 	// toolServers the gateway dispatches tool calls to (Secret references,
 	// never tokens).
 	// +kubebuilder:validation:MaxItems=32
@@ -310,7 +317,7 @@ type Fault struct {
 }
 
 // BudgetUnit names a unit of a budget.
-// +kubebuilder:validation:Enum=ModelRequests;ToolCalls;Tokens
+// +kubebuilder:validation:Enum=ModelRequests;ToolCalls;Tokens;Cost
 type BudgetUnit string
 
 // Budget units.
@@ -321,9 +328,13 @@ const (
 	BudgetUnitToolCalls BudgetUnit = "ToolCalls"
 	// BudgetUnitTokens counts model tokens.
 	BudgetUnitTokens BudgetUnit = "Tokens"
+	// BudgetUnitCost counts model cost, in micro-units of the policy's
+	// currency where a count is an integer (GrantExhaustion).
+	BudgetUnitCost BudgetUnit = "Cost"
 )
 
-// GrantExhaustion is a request refused on an attempt's working grant.
+// GrantExhaustion is a request refused on an attempt's working grant. For
+// the Cost unit, used and granted count micro-units of the currency.
 type GrantExhaustion struct {
 	// unit is the unit the request did not fit in.
 	// +required

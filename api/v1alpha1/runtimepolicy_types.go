@@ -157,6 +157,10 @@ type RunLimits struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
+	// maxCost caps spec.budget.cost, in spec.currency; a run under a policy
+	// with it must budget cost.
+	// +optional
+	MaxCost *Money `json:"maxCost,omitempty"`
 	// maxDeadline caps spec.budget.deadline.
 	// +optional
 	MaxDeadline *metav1.Duration `json:"maxDeadline,omitempty"`
@@ -308,6 +312,10 @@ type Model struct {
 	// +kubebuilder:validation:Minimum=1
 	// +optional
 	MaxTokens *int64 `json:"maxTokens,omitempty"`
+	// prices are the model's prices per million tokens, in the policy's
+	// currency; a run with a cost budget needs them on every model.
+	// +optional
+	Prices *ModelPrices `json:"prices,omitempty"`
 }
 
 // Compression is what the doors apply under a Compress directive.
@@ -475,6 +483,12 @@ type RuntimePolicySpec struct {
 	// +listMapKey=name
 	// +optional
 	Models []Model `json:"models,omitempty"`
+	// currency names the currency of the models' prices and of the runs'
+	// cost budgets, an ISO 4217 code such as USD or EUR. Required when a
+	// model has prices.
+	// +kubebuilder:validation:Pattern=`^[A-Z]{3}$`
+	// +optional
+	Currency string `json:"currency,omitempty"`
 	// toolServers are the MCP servers that serve the catalogue's tools
 	// (tools[].server).
 	// +kubebuilder:validation:MaxItems=32

@@ -65,6 +65,8 @@ type keeper struct {
 	obj    *v1alpha1.RunAttempt // metadata and spec; status is never read back after seeding
 	facts  facts
 	tokens int64 // tokens reserved by model requests under way
+	// cost is the cost reserved by model requests under way.
+	cost v1alpha1.Money
 	// baseSeq is the version of the facts that recorded the finalize base
 	// (facts.finalizeBase): nothing is dispatched under the reserve before
 	// it is durable.

@@ -188,12 +188,12 @@ type messagesUsage struct {
 // charged is what the usage charges: every input token, cached or written
 // to the cache, plus the output; less than one token, or a negative part,
 // is no report (the reservation is charged).
-func (u *messagesUsage) charged() (int64, bool) {
+func (u *messagesUsage) charged() (tokenUse, bool) {
 	if u == nil || u.InputTokens < 0 || u.CacheCreationInputTokens < 0 || u.CacheReadInputTokens < 0 || u.OutputTokens < 0 {
-		return 0, false
+		return tokenUse{}, false
 	}
-	t := u.InputTokens + u.CacheCreationInputTokens + u.CacheReadInputTokens + u.OutputTokens
-	return t, t >= 1
+	t := tokenUse{input: u.InputTokens, cacheWrite: u.CacheCreationInputTokens, cacheRead: u.CacheReadInputTokens, output: u.OutputTokens}
+	return t, t.total() >= 1
 }
 
 // upstreamRequest builds the request to a Messages provider: its key in
@@ -238,7 +238,7 @@ func (x *exchange) forwardMessages(rctx context.Context, in http.Header, out []b
 	x.done = x.dispatched
 	ureq, err := x.messagesRequest(ctx, "/messages", in, out, key, streamed)
 	if err != nil {
-		x.count(jError, 0, true)
+		x.count(jError, tokenUse{}, true)
 		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return
 	}
@@ -263,7 +263,7 @@ func (x *exchange) forwardMessages(rctx context.Context, in http.Header, out []b
 		var u struct {
 			Usage *messagesUsage `json:"usage"`
 		}
-		var tokens int64
+		var tokens tokenUse
 		reported := false
 		if rerr == nil && json.Unmarshal(raw, &u) == nil {
 			tokens, reported = u.Usage.charged()

@@ -53,6 +53,7 @@ type metrics struct {
 	modelRequests      *prometheus.CounterVec
 	tokens             *prometheus.CounterVec
 	reserved           *prometheus.CounterVec
+	cost               *prometheus.CounterVec
 	refusals           *prometheus.CounterVec
 	upstreamSeconds    *prometheus.HistogramVec
 	addedSeconds       prometheus.Histogram
@@ -95,6 +96,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Tokens reserved against attempts' token grants before dispatch, by part: prompt (the prompt's bound) and " +
 				"completion (the completion caps forwarded); beside agentrun_gateway_tokens_total, how tight the reservation is.",
 		}, []string{labelNamespace, labelPolicy, fieldModel, labelPart}),
+		cost: newCostMetric(),
 		streamDropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "agentrun_gateway_stream_budget_dropped_total",
 			Help: "Run-stream deltas dropped because their attempt streamed more than its policy's spec.events.maxBytes, by namespace and policy.",
@@ -176,7 +178,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		Help: "Usage counts folded into session \"" + OtherSessions + "\" because --max-session-series sessions have series.",
 	})
 	m.sessions = map[[2]string]struct{}{}
-	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.reserved, m.refusals, m.streamDropped, m.upstreamSeconds,
+	for _, c := range []prometheus.Collector{m.modelRequests, m.tokens, m.reserved, m.cost, m.refusals, m.streamDropped, m.upstreamSeconds,
 		m.addedSeconds, m.apiSeconds, m.statusWrites, m.statusWriteSeconds, m.statusWritesSkipped, m.tooLarge,
 		m.toolCalls, m.toolSeconds, m.securityDegraded, m.authorityHolds,
 		m.sessionRequests, m.sessionTokens, m.sessionTools, m.sessionRefusals, m.sessionOverflow} {

@@ -88,6 +88,9 @@ type modelTicket struct {
 	// its charge.
 	prompt int64
 	shape  *promptShape
+	// cost is the cost reserved (with a cost grant), prices the model's.
+	cost   v1alpha1.Money
+	prices *v1alpha1.ModelPrices
 	// until is when the request must be over: the run's deadline
 	// (callWindow), or the zero time.
 	until time.Time
@@ -95,32 +98,39 @@ type modelTicket struct {
 
 // wireUsage is the usage a provider reports with an answer.
 type wireUsage struct {
-	PromptTokens     int64 `json:"prompt_tokens"`
-	CompletionTokens int64 `json:"completion_tokens"`
-	TotalTokens      int64 `json:"total_tokens"`
+	PromptTokens        int64 `json:"prompt_tokens"`
+	CompletionTokens    int64 `json:"completion_tokens"`
+	TotalTokens         int64 `json:"total_tokens"`
+	PromptTokensDetails struct {
+		CachedTokens int64 `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
 }
 
 // charged is what a reported usage charges, and whether it counts as
 // reported at all: the larger of the total and the sum of its parts (a
-// provider cannot undercount by leaving one out), and a usage of less than
-// one token — zero, negative, missing — is no report: the request is
-// charged its reservation, as for a cut stream.
-func (u *wireUsage) charged() (int64, bool) {
+// provider cannot undercount by leaving one out; tokens the parts leave
+// out are priced as output), and a usage of less than one token — zero,
+// negative, missing — is no report: the request is charged its
+// reservation, as for a cut stream. Cached prompt tokens are part of the
+// prompt's, priced as cache reads.
+func (u *wireUsage) charged() (tokenUse, bool) {
 	if u == nil {
-		return 0, false
+		return tokenUse{}, false
 	}
 	t := max(u.TotalTokens, u.PromptTokens+u.CompletionTokens)
 	if t < 1 || u.PromptTokens < 0 || u.CompletionTokens < 0 {
-		return 0, false
+		return tokenUse{}, false
 	}
-	return t, true
+	cached := min(max(u.PromptTokensDetails.CachedTokens, 0), u.PromptTokens)
+	return tokenUse{input: u.PromptTokens - cached, cacheRead: cached, output: t - (u.PromptTokens - cached) - cached}, true
 }
 
 // admitModel checks the phase and the grant, counts the request as
 // dispatched and reserves its token bound. It returns the max_tokens to
 // send (0: leave the request's own).
-func (k *keeper) admitModel(ctx context.Context, promptBound, requested, choices int64, capTokens *int64) (*modelTicket, int64, *apiError) {
-	t, mt, target, e := k.admitModelLocked(promptBound, requested, choices, capTokens)
+func (k *keeper) admitModel(ctx context.Context, m v1alpha1.Model, promptBound, requested, choices int64,
+) (*modelTicket, int64, *apiError) {
+	t, mt, target, e := k.admitModelLocked(m, promptBound, requested, choices)
 	if e != nil {
 		return nil, 0, k.durableRefusal(ctx, e)
 	}
@@ -131,7 +141,7 @@ func (k *keeper) admitModel(ctx context.Context, promptBound, requested, choices
 	// leaves. If it cannot be written, the request is not dispatched (and
 	// stays counted: the count errs on the side of the grant).
 	if err := k.waitWritten(ctx, target); err != nil {
-		k.settle(t, 0, true)
+		k.settle(t, tokenUse{}, true)
 		return nil, 0, errNotPersisted("the model request was not dispatched: its admission could not be made durable: " + err.Error())
 	}
 	return t, mt, nil
@@ -140,7 +150,7 @@ func (k *keeper) admitModel(ctx context.Context, promptBound, requested, choices
 // choices is the number of completions the request asks for (n): each may
 // generate max_tokens, so the reservation is the prompt plus choices times
 // the cap.
-func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capTokens *int64) (*modelTicket, int64, uint64, *apiError) {
+func (k *keeper) admitModelLocked(m v1alpha1.Model, promptBound, requested, choices int64) (*modelTicket, int64, uint64, *apiError) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if e := k.stoppedLocked(); e != nil {
@@ -158,11 +168,17 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 			fmt.Sprintf("%d/%d model requests", u.ModelRequests, gr.ModelRequests))
 	}
 	mt := requested
-	capTokens = compressedMaxTokens(spec, capTokens)
+	capTokens := compressedMaxTokens(spec, m.MaxTokens)
 	if capTokens != nil && (mt <= 0 || mt > *capTokens) {
 		mt = *capTokens
 	}
-	t := &modelTicket{until: until}
+	t := &modelTicket{until: until, prices: m.Prices}
+	if gr.Cost != nil {
+		if mt, e = k.costRoomLocked(gr, fin, m.Name, m.Prices, promptBound, choices, mt); e != nil {
+			return nil, 0, 0, e
+		}
+		t.cost = costBound(m.Prices, promptBound, max(choices, 1)*mt)
+	}
 	if gr.Tokens != nil {
 		remaining := *gr.Tokens - u.Tokens - k.tokens
 		room := (remaining - promptBound) / max(choices, 1)
@@ -177,7 +193,9 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 		mt = min(mt, room)
 		t.reserved, t.prompt = promptBound+max(choices, 1)*mt, promptBound
 		k.tokens += t.reserved
+		t.cost = min(t.cost, costBound(m.Prices, promptBound, max(choices, 1)*mt))
 	}
+	k.cost += t.cost
 	k.facts.usage.ModelRequests++
 	if k.g.opts.DurableAdmission {
 		k.markLocked(true)
@@ -188,23 +206,25 @@ func (k *keeper) admitModelLocked(promptBound, requested, choices int64, capToke
 }
 
 // settle ends a model request: the reservation is released and the tokens
-// the provider reported are charged, or — when it reported none (a cut
-// stream, a timeout) — the reservation.
-func (k *keeper) settle(t *modelTicket, tokens int64, reported bool) int64 {
+// the provider reported are charged, with their cost, or — when it
+// reported none (a cut stream, a timeout) — the reservation.
+func (k *keeper) settle(t *modelTicket, use tokenUse, reported bool) (int64, v1alpha1.Money) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.tokens -= t.reserved
-	charge := tokens
+	k.cost -= t.cost
+	charge, cost := use.total(), use.cost(t.prices)
 	if !reported {
-		charge = t.reserved
+		charge, cost = t.reserved, t.cost
 	} else {
-		k.prompts = rememberPrompt(k.prompts, t.shape, tokens)
+		k.prompts = rememberPrompt(k.prompts, t.shape, charge)
 	}
-	if charge > 0 {
+	if charge > 0 || cost > 0 {
 		k.facts.usage.Tokens += charge
+		k.facts.usage.Cost += cost
 		k.markLocked(false)
 	}
-	return charge
+	return charge, cost
 }
 
 func (k *keeper) providerFault(kind string, retryable bool, msg string) {
@@ -506,7 +526,7 @@ func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keep
 	}
 	var upstream time.Duration
 	_, ref := k.runChain(context.WithValue(r.Context(), modelCallKey{}, true), ch, cc, func(ctx context.Context, _ *chain.Call) chain.Outcome {
-		ticket, mt, e := k.admitModel(ctx, k.tightPrompt(c.shape, promptBound), c.maxTokens, c.choices, m.MaxTokens)
+		ticket, mt, e := k.admitModel(ctx, m, k.tightPrompt(c.shape, promptBound), c.maxTokens, c.choices)
 		if e != nil {
 			k.refusal(e, "model/"+c.model)
 			writeError(w, e)
@@ -552,6 +572,7 @@ type exchange struct {
 	labels           []string
 	dispatched, done time.Time
 	outcome          string
+	cost             v1alpha1.Money // charged (chargedCost)
 	// tr turns the answer into run-stream events (nil: no stream).
 	tr *openai.Translator
 	// answer digests a translated stream's answer (progress.go).
@@ -559,9 +580,10 @@ type exchange struct {
 }
 
 // count settles the request's tokens and counts its outcome.
-func (x *exchange) count(outcome string, tokens int64, reported bool) {
+func (x *exchange) count(outcome string, tokens tokenUse, reported bool) {
 	x.outcome = outcome
-	charged := x.k.settle(x.ticket, tokens, reported)
+	charged, cost := x.k.settle(x.ticket, tokens, reported)
+	x.chargedCost(cost)
 	x.g.metrics.modelRequests.WithLabelValues(append(x.labels, outcome)...).Inc()
 	x.g.metrics.tokens.WithLabelValues(x.labels...).Add(float64(charged))
 	if t := x.ticket; t.reserved > 0 {
@@ -596,7 +618,7 @@ func (x *exchange) forward(rctx context.Context, out []byte, key string, streame
 		var u struct {
 			Usage *wireUsage `json:"usage"`
 		}
-		var tokens int64
+		var tokens tokenUse
 		reported := false
 		if rerr == nil && json.Unmarshal(raw, &u) == nil {
 			tokens, reported = u.Usage.charged()
@@ -650,7 +672,7 @@ func (x *exchange) send(rctx context.Context, path string, out []byte, key strin
 	}
 	if err != nil {
 		cancel()
-		x.count("error", 0, true)
+		x.count("error", tokenUse{}, true)
 		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return nil, nil
 	}
@@ -688,7 +710,7 @@ func (x *exchange) unreachable(err error) {
 		kind, status = "Timeout", http.StatusGatewayTimeout
 	}
 	x.k.providerFault(kind, true, fmt.Sprintf("model %s: %v", x.m.Name, err))
-	x.count("error", 0, false)
+	x.count("error", tokenUse{}, false)
 	writeError(x.w, newError(status, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable,
 		fmt.Sprintf("the provider of model %q could not be reached: %v (counted as a model request)", x.m.Name, err)))
 }
@@ -700,7 +722,7 @@ func (x *exchange) tooLarge(why string) {
 	err := fmt.Errorf("model %s: %s", x.m.Name, why)
 	x.k.providerFault("ResponseTooLarge", false, err.Error())
 	x.stream(func(tr *openai.Translator) []stream.Event { return tr.End(err) })
-	x.count("too_large", 0, false)
+	x.count("too_large", tokenUse{}, false)
 	x.g.metrics.tooLarge.WithLabelValues("model").Inc()
 	writeError(x.w, newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeUpstreamResponseTooLarge,
 		fmt.Sprintf("the provider of model %q answered, but %s; the request was dispatched and is counted, "+
@@ -726,7 +748,7 @@ func (x *exchange) upstreamError(resp *http.Response, key string) {
 	x.w.Header().Set("Content-Type", "application/json")
 	x.w.WriteHeader(e.status)
 	_ = json.NewEncoder(x.w).Encode(gatewayapi.ErrorBody{Error: e.body})
-	x.count("upstream_error", 0, true)
+	x.count("upstream_error", tokenUse{}, true)
 }
 
 // relayStream copies the provider's server-sent events to the client as they
@@ -734,7 +756,7 @@ func (x *exchange) upstreamError(resp *http.Response, key string) {
 // chunk is forwarded only when the client asked for it. A client that leaves
 // does not stop the reading.
 func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, clientUsage bool, k *keeper, model string,
-	onData func([]byte), cut *error) (int64, bool) {
+	onData func([]byte), cut *error) (tokenUse, bool) {
 	fl, _ := w.(http.Flusher)
 	copyHeader(w, resp, "Content-Type")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -754,7 +776,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 			fl.Flush()
 		}
 	}
-	var tokens int64
+	var tokens tokenUse
 	reported, done := false, false
 	br := bufio.NewReaderSize(resp.Body, 64<<10)
 	for {

@@ -192,11 +192,13 @@ type responsesUsage struct {
 // charged is what the usage charges (wireUsage.charged): cached tokens are
 // part of input_tokens, reasoning tokens part of output_tokens, so neither
 // is added again.
-func (u *responsesUsage) charged() (int64, bool) {
+func (u *responsesUsage) charged() (tokenUse, bool) {
 	if u == nil {
-		return 0, false
+		return tokenUse{}, false
 	}
-	return (&wireUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}).charged()
+	w := &wireUsage{PromptTokens: u.InputTokens, CompletionTokens: u.OutputTokens, TotalTokens: u.TotalTokens}
+	w.PromptTokensDetails.CachedTokens = u.InputTokensDetails.CachedTokens
+	return w.charged()
 }
 
 // attrReasoningTokens is the reasoning part of the output tokens (no
@@ -235,7 +237,7 @@ func (x *exchange) forwardResponses(rctx context.Context, out []byte, key string
 		var a struct {
 			Usage *responsesUsage `json:"usage"`
 		}
-		var tokens int64
+		var tokens tokenUse
 		reported := false
 		if rerr == nil && json.Unmarshal(raw, &a) == nil {
 			tokens, reported = a.Usage.charged()
@@ -298,7 +300,7 @@ var responsesEnd = map[string]bool{evCompleted: true, evIncomplete: true, "respo
 // error event saying so, as the Responses API ends a failed stream. A client
 // that leaves does not stop the reading.
 func (g *Gateway) relayResponses(w http.ResponseWriter, resp *http.Response, k *keeper, model string,
-	onUsage func(*responsesUsage), onData func([]byte), cut *error) (int64, bool) {
+	onUsage func(*responsesUsage), onData func([]byte), cut *error) (tokenUse, bool) {
 	fl, _ := w.(http.Flusher)
 	copyHeader(w, resp, "Content-Type")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -319,7 +321,7 @@ func (g *Gateway) relayResponses(w http.ResponseWriter, resp *http.Response, k *
 			fl.Flush()
 		}
 	}
-	var tokens int64
+	var tokens tokenUse
 	reported, done := false, false
 	seq := int64(-1)
 	br := bufio.NewReaderSize(resp.Body, 64<<10)

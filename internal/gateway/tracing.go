@@ -173,6 +173,7 @@ func endModelSpan(span trace.Span, sw *statusWriter, x *exchange) {
 	switch {
 	case x != nil && x.outcome != "":
 		span.SetAttributes(attrOutcome.String(x.outcome))
+		spanCost(span, x)
 		if x.outcome != "ok" {
 			span.SetAttributes(semconv.ErrorTypeKey.String(x.outcome))
 			span.SetStatus(codes.Error, x.outcome)

@@ -335,7 +335,7 @@ func (x *exchange) forwardMessagesToChat(rctx context.Context, t *messagesToChat
 	ureq, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimSuffix(m.BaseURL, "/")+"/chat/completions",
 		bytes.NewReader(t.body(upstreamModel(m), maxTokens)))
 	if err != nil {
-		x.count(jError, 0, true)
+		x.count(jError, tokenUse{}, true)
 		writeError(x.w, newError(http.StatusInternalServerError, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable, err.Error()))
 		return
 	}
@@ -384,12 +384,12 @@ func (x *exchange) forwardMessagesToChat(rctx context.Context, t *messagesToChat
 		}
 		if rerr != nil || json.Unmarshal(raw, &cc) != nil || len(cc.Choices) == 0 {
 			x.k.providerFault("ResponseMalformed", true, fmt.Sprintf("model %s: the provider's answer is no chat completion", m.Name))
-			x.count(jError, 0, false)
+			x.count(jError, tokenUse{}, false)
 			writeError(x.w, newError(http.StatusBadGateway, gatewayapi.TypeServer, gatewayapi.CodeUpstreamUnavailable,
 				fmt.Sprintf("the provider of model %q answered with no chat completion (counted, with its reservation)", m.Name)))
 			return
 		}
-		var tokens int64
+		var tokens tokenUse
 		reported := false
 		if cc.Usage != nil {
 			tokens, reported = cc.Usage.charged()
@@ -484,7 +484,7 @@ func (s *messagesEvents) block(kind string, cb map[string]any) {
 
 // relayChatAsMessages reads a chat stream and writes it as a Messages event
 // stream; it returns the usage the provider reported.
-func (x *exchange) relayChatAsMessages(rctx context.Context, resp *http.Response, model string, cut *error) (int64, bool) {
+func (x *exchange) relayChatAsMessages(rctx context.Context, resp *http.Response, model string, cut *error) (tokenUse, bool) {
 	w := x.w
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
@@ -521,7 +521,7 @@ func (x *exchange) relayChatAsMessages(rctx context.Context, resp *http.Response
 				s.start("", model)
 				s.send(jError, map[string]any{jError: map[string]any{jType: "api_error",
 					jMessage: "the provider's stream ended before its end: " + err.Error()}})
-				return 0, false
+				return tokenUse{}, false
 			}
 			s.start("", model)
 			s.close()
@@ -530,7 +530,7 @@ func (x *exchange) relayChatAsMessages(rctx context.Context, resp *http.Response
 				jUsage: u})
 			s.send("message_stop", map[string]any{})
 			if s.usage == nil {
-				return 0, false
+				return tokenUse{}, false
 			}
 			return s.usage.charged()
 		}

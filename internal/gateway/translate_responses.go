@@ -506,7 +506,7 @@ func (x *exchange) forwardResponsesToChat(rctx context.Context, t *responsesTran
 			} `json:"choices"`
 			Usage *chatUsage `json:"usage"`
 		}
-		var tokens int64
+		var tokens tokenUse
 		reported := false
 		var output []map[string]any
 		finish := ""
@@ -701,7 +701,7 @@ type chunkDeltaIn struct {
 // added, its deltas and done, and response.completed (or incomplete) with
 // the usage; a stream cut before [DONE] ends with response.failed.
 func (g *Gateway) translateStream(x *exchange, t *responsesTranslation, resp *http.Response, mt int64, rctx context.Context,
-	cut *error) (int64, bool) {
+	cut *error) (tokenUse, bool) {
 	w := x.w
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -761,7 +761,7 @@ func (g *Gateway) translateStream(x *exchange, t *responsesTranslation, resp *ht
 			continue
 		}
 		s.closeAll()
-		var tokens int64
+		var tokens tokenUse
 		reported := false
 		if usage != nil {
 			tokens, reported = usage.charged()

@@ -142,12 +142,15 @@ func count(n int64, unit string) string {
 	return itoa(n) + " " + unit + "s"
 }
 
-// usage is "7 model requests, 2 tool calls, 5400 tokens" (tokens only when
-// set, tool calls always).
+// usage is "7 model requests, 2 tool calls, 5400 tokens, a cost of 0.42"
+// (tokens and cost only when set, tool calls always).
 func usage(u v1alpha1.Usage) string {
 	parts := []string{count(u.ModelRequests, "model request"), count(u.ToolCalls, "tool call")}
 	if u.Tokens > 0 {
 		parts = append(parts, count(u.Tokens, "token"))
+	}
+	if u.Cost > 0 {
+		parts = append(parts, "a cost of "+u.Cost.String())
 	}
 	return strings.Join(parts, ", ")
 }

@@ -125,6 +125,9 @@ func granted(rr *v1alpha1.ResearchRun) v1alpha1.Usage {
 		if rr.Spec.Budget.Tokens != nil {
 			g.Tokens = *rr.Spec.Budget.Tokens
 		}
+		if rr.Spec.Budget.Cost != nil {
+			g.Cost = *rr.Spec.Budget.Cost
+		}
 		return g
 	}
 	for _, l := range rr.Status.Ledger {
@@ -132,16 +135,21 @@ func granted(rr *v1alpha1.ResearchRun) v1alpha1.Usage {
 			g.ModelRequests += l.Used.ModelRequests
 			g.ToolCalls += l.Used.ToolCalls
 			g.Tokens += l.Used.Tokens
+			g.Cost += l.Used.Cost
 		}
 	}
 	return g
 }
 
 // budgetCell is "7/8 req, 2/3 tools": model requests and tool calls used
-// of granted.
+// of granted, and ", 1.20/4.50 cost" for a run that budgets cost.
 func budgetCell(rr *v1alpha1.ResearchRun) string {
 	u, g := rr.Status.Budget.Used, granted(rr)
-	return fmt.Sprintf("%d/%d req, %d/%d tools", u.ModelRequests, g.ModelRequests, u.ToolCalls, g.ToolCalls)
+	s := fmt.Sprintf("%d/%d req, %d/%d tools", u.ModelRequests, g.ModelRequests, u.ToolCalls, g.ToolCalls)
+	if rr.Spec.Budget.Cost != nil {
+		s += fmt.Sprintf(", %s/%s cost", u.Cost, g.Cost)
+	}
+	return s
 }
 
 // printObjects passes the objects through as JSON or YAML: one object for

@@ -51,6 +51,7 @@ func (r *usageRow) add(o usageRow) {
 	r.used.ModelRequests += o.used.ModelRequests
 	r.used.ToolCalls += o.used.ToolCalls
 	r.used.Tokens += o.used.Tokens
+	r.used.Cost += o.used.Cost
 	r.steps += o.steps
 }
 
@@ -98,10 +99,20 @@ func Top(ctx context.Context, w io.Writer, c client.Reader, o TopOptions) error 
 	slices.SortFunc(sorted, func(a, b *usageRow) int {
 		return cmp.Or(cmp.Compare(a.namespace, b.namespace), cmp.Compare(a.session, b.session))
 	})
-	t := newTable(w, "", "NAMESPACE", "SESSION", "RUNS", "ACTIVE", "MODEL REQUESTS", "TOOL CALLS", "TOKENS", "STEPS")
+	// COST only when some run has one (in its policy's currency).
+	costly := slices.ContainsFunc(sorted, func(r *usageRow) bool { return r.used.Cost > 0 })
+	header := []string{"NAMESPACE", "SESSION", "RUNS", "ACTIVE", "MODEL REQUESTS", "TOOL CALLS", "TOKENS", "STEPS"}
+	if costly {
+		header = slices.Insert(header, 7, "COST")
+	}
+	t := newTable(w, "", header...)
 	line := func(r *usageRow) {
-		t.row(r.namespace, r.session, fmt.Sprint(r.runs), fmt.Sprint(r.active), itoa(r.used.ModelRequests),
-			itoa(r.used.ToolCalls), itoa(r.used.Tokens), itoa(r.steps))
+		row := []string{r.namespace, r.session, fmt.Sprint(r.runs), fmt.Sprint(r.active), itoa(r.used.ModelRequests),
+			itoa(r.used.ToolCalls), itoa(r.used.Tokens), itoa(r.steps)}
+		if costly {
+			row = slices.Insert(row, 7, r.used.Cost.String())
+		}
+		t.row(row...)
 	}
 	for i := 0; i < len(sorted); {
 		j := i

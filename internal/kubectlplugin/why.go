@@ -271,8 +271,9 @@ func (x *explainer) factOf(r v1alpha1.Reason) []string {
 		var out []string
 		for _, d := range x.budgetRows() {
 			if d.used >= d.limit {
-				out = append(out, fmt.Sprintf("%s reached the working allowance of %d (budget %d minus reserve %d); "+
-					"%d used in all, the reserve included.", d.unit, d.limit, d.budget, d.reserve, d.used))
+				out = append(out, fmt.Sprintf("%s reached the working allowance of %s (budget %s minus reserve %s); "+
+					"%s used in all, the reserve included.", d.unit, d.show(d.limit), d.show(d.budget), d.show(d.reserve),
+					d.show(d.used)))
 			}
 		}
 		if len(out) == 0 {
@@ -417,18 +418,31 @@ func (x *explainer) unsafeEffects() string {
 type budgetRow struct {
 	unit                         string
 	used, limit, budget, reserve int64
+	money                        bool // the counts are micro-units of money (v1alpha1.Money)
+}
+
+// show is a count of the row's unit.
+func (d budgetRow) show(v int64) string {
+	if d.money {
+		return v1alpha1.Money(v).String()
+	}
+	return itoa(v)
 }
 
 func (x *explainer) budgetRows() []budgetRow {
 	b, used := x.rr.Spec.Budget, x.rr.Status.Budget.Used
 	rows := []budgetRow{
 		{"model requests", used.ModelRequests, b.ModelRequests - b.OutputReserve.ModelRequests, b.ModelRequests,
-			b.OutputReserve.ModelRequests},
-		{"tool calls", used.ToolCalls, b.ToolCalls - b.OutputReserve.ToolCalls, b.ToolCalls, b.OutputReserve.ToolCalls},
+			b.OutputReserve.ModelRequests, false},
+		{"tool calls", used.ToolCalls, b.ToolCalls - b.OutputReserve.ToolCalls, b.ToolCalls, b.OutputReserve.ToolCalls, false},
 	}
 	if b.Tokens != nil {
 		rows = append(rows, budgetRow{"tokens", used.Tokens, *b.Tokens - b.OutputReserve.Tokens, *b.Tokens,
-			b.OutputReserve.Tokens})
+			b.OutputReserve.Tokens, false})
+	}
+	if b.Cost != nil {
+		rows = append(rows, budgetRow{"cost", int64(used.Cost), int64(*b.Cost - b.OutputReserve.Cost), int64(*b.Cost),
+			int64(b.OutputReserve.Cost), true})
 	}
 	return rows
 }
@@ -454,8 +468,9 @@ func (x *explainer) gates() {
 	x.section("Gates")
 	t := newTable(x.w, "  ", "GATE", "USED", "LIMIT", "NOTE", "STATE")
 	for _, d := range x.budgetRows() {
-		t.row("Budget: "+d.unit, itoa(d.used), itoa(d.limit),
-			fmt.Sprintf("budget %d minus reserve %d", d.budget, d.reserve), state(v1alpha1.GateBudget, d.used >= d.limit))
+		t.row("Budget: "+d.unit, d.show(d.used), d.show(d.limit),
+			fmt.Sprintf("budget %s minus reserve %s", d.show(d.budget), d.show(d.reserve)),
+			state(v1alpha1.GateBudget, d.used >= d.limit))
 	}
 	g := rr.Spec.Gates
 	gate := func(name v1alpha1.Gate, used int64, limit int32, note string) {

@@ -86,6 +86,7 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 			Tools:              p.Spec.Tools,
 			AutoApprove:        p.Spec.AutoApprove,
 			Models:             p.Spec.Models,
+			Currency:           p.Spec.Currency,
 			ToolServers:        p.Spec.ToolServers,
 			ApprovalTimeout:    p.Spec.ApprovalTimeout,
 			OnSecurityDegraded: p.Spec.OnSecurityDegraded.DeepCopy(),

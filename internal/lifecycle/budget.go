@@ -52,6 +52,7 @@ const StopPollInterval = time.Second
 type limits struct {
 	budget   v1alpha1.Usage // total budget, reserve included
 	tokens   bool           // tokens are budgeted
+	cost     bool           // cost is budgeted
 	reserve  v1alpha1.Usage // output reserve
 	deadline time.Duration
 	grace    time.Duration
@@ -78,13 +79,17 @@ func limitsFor(spec v1alpha1.ResearchRunSpec) limits {
 			ModelRequests: b.OutputReserve.ModelRequests,
 			ToolCalls:     b.OutputReserve.ToolCalls,
 			Tokens:        b.OutputReserve.Tokens,
+			Cost:          b.OutputReserve.Cost,
 		},
+		cost: b.Cost != nil,
 	}
 	if l.tokens {
 		l.budget.Tokens = *b.Tokens
-	} else {
-		l.reserve.Tokens = 0
 	}
+	if l.cost {
+		l.budget.Cost = *b.Cost
+	}
+	l.reserve = l.shown(l.reserve)
 	l.deadline = durationOr(b.Deadline, DefaultDeadline)
 	l.grace = durationOr(b.FinalizationGrace, DefaultFinalizationGrace)
 	r := spec.Recovery
@@ -99,6 +104,17 @@ func limitsFor(spec v1alpha1.ResearchRunSpec) limits {
 	l.degradePct = int32Or(g.DegradeAtPercent, DefaultDegradeAtPercent)
 	l.compressPct = int32Or(g.CompressAtPercent, DefaultCompressAtPercent)
 	return l
+}
+
+// shown is u with the units the run does not budget (tokens, cost) zeroed.
+func (l limits) shown(u v1alpha1.Usage) v1alpha1.Usage {
+	if !l.tokens {
+		u.Tokens = 0
+	}
+	if !l.cost {
+		u.Cost = 0
+	}
+	return u
 }
 
 // working is the working budget: budget minus reserve, per unit (may be ≤ 0).
@@ -123,19 +139,23 @@ func int32Or(v, def int32) int32 {
 // Usage arithmetic, per unit.
 
 func add(a, b v1alpha1.Usage) v1alpha1.Usage {
-	return v1alpha1.Usage{ModelRequests: a.ModelRequests + b.ModelRequests, ToolCalls: a.ToolCalls + b.ToolCalls, Tokens: a.Tokens + b.Tokens}
+	return v1alpha1.Usage{ModelRequests: a.ModelRequests + b.ModelRequests, ToolCalls: a.ToolCalls + b.ToolCalls,
+		Tokens: a.Tokens + b.Tokens, Cost: a.Cost + b.Cost}
 }
 
 func sub(a, b v1alpha1.Usage) v1alpha1.Usage {
-	return v1alpha1.Usage{ModelRequests: a.ModelRequests - b.ModelRequests, ToolCalls: a.ToolCalls - b.ToolCalls, Tokens: a.Tokens - b.Tokens}
+	return v1alpha1.Usage{ModelRequests: a.ModelRequests - b.ModelRequests, ToolCalls: a.ToolCalls - b.ToolCalls,
+		Tokens: a.Tokens - b.Tokens, Cost: a.Cost - b.Cost}
 }
 
 func minU(a, b v1alpha1.Usage) v1alpha1.Usage {
-	return v1alpha1.Usage{ModelRequests: min(a.ModelRequests, b.ModelRequests), ToolCalls: min(a.ToolCalls, b.ToolCalls), Tokens: min(a.Tokens, b.Tokens)}
+	return v1alpha1.Usage{ModelRequests: min(a.ModelRequests, b.ModelRequests), ToolCalls: min(a.ToolCalls, b.ToolCalls),
+		Tokens: min(a.Tokens, b.Tokens), Cost: min(a.Cost, b.Cost)}
 }
 
 func maxU(a, b v1alpha1.Usage) v1alpha1.Usage {
-	return v1alpha1.Usage{ModelRequests: max(a.ModelRequests, b.ModelRequests), ToolCalls: max(a.ToolCalls, b.ToolCalls), Tokens: max(a.Tokens, b.Tokens)}
+	return v1alpha1.Usage{ModelRequests: max(a.ModelRequests, b.ModelRequests), ToolCalls: max(a.ToolCalls, b.ToolCalls),
+		Tokens: max(a.Tokens, b.Tokens), Cost: max(a.Cost, b.Cost)}
 }
 
 // nonNeg clamps every unit at zero.
@@ -143,19 +163,36 @@ func nonNeg(a v1alpha1.Usage) v1alpha1.Usage { return maxU(a, v1alpha1.Usage{}) 
 
 // less reports whether any unit of a is below b.
 func less(a, b v1alpha1.Usage) bool {
-	return a.ModelRequests < b.ModelRequests || a.ToolCalls < b.ToolCalls || a.Tokens < b.Tokens
+	return a.ModelRequests < b.ModelRequests || a.ToolCalls < b.ToolCalls || a.Tokens < b.Tokens || a.Cost < b.Cost
 }
 
 // ---- Grants. ----
 
-// grant turns absolute counters into a Grant; tokens only when budgeted.
+// grant turns absolute counters into a Grant; tokens and cost only when
+// budgeted.
 func (f *facts) grant(u v1alpha1.Usage, finalizeOnly bool) v1alpha1.Grant {
 	g := v1alpha1.Grant{ModelRequests: u.ModelRequests, ToolCalls: u.ToolCalls, FinalizeOnly: finalizeOnly}
 	if f.lim.tokens {
 		t := u.Tokens
 		g.Tokens = &t
 	}
+	if f.lim.cost {
+		c := u.Cost
+		g.Cost = &c
+	}
 	return g
+}
+
+// grantUsage is a Grant's counters (an unbudgeted unit as 0).
+func grantUsage(g v1alpha1.Grant) v1alpha1.Usage {
+	u := v1alpha1.Usage{ModelRequests: g.ModelRequests, ToolCalls: g.ToolCalls}
+	if g.Tokens != nil {
+		u.Tokens = *g.Tokens
+	}
+	if g.Cost != nil {
+		u.Cost = *g.Cost
+	}
+	return u
 }
 
 // runningGrant is the working allowance of attempt a, in its own absolute
@@ -190,7 +227,7 @@ func (f *facts) keptFinalizeGrant(a attempt) v1alpha1.Grant {
 func (f *facts) reserveIntact() bool {
 	r, left := f.lim.reserve, f.remaining()
 	return r.ModelRequests > 0 && r.ModelRequests <= left.ModelRequests && r.ToolCalls <= left.ToolCalls &&
-		(!f.lim.tokens || r.Tokens <= left.Tokens)
+		(!f.lim.tokens || r.Tokens <= left.Tokens) && (!f.lim.cost || r.Cost <= left.Cost)
 }
 
 // overGrant tells how the current attempt used more than it was granted, or
@@ -229,6 +266,10 @@ func (f *facts) overGrant() string {
 			t := max(*g.Tokens, *w.Tokens)
 			g.Tokens = &t
 		}
+		if g.Cost != nil && w.Cost != nil {
+			c := max(*g.Cost, *w.Cost)
+			g.Cost = &c
+		}
 	}
 	above := func(what string, used, granted int64) string {
 		if used <= granted {
@@ -243,7 +284,12 @@ func (f *facts) overGrant() string {
 		return s
 	}
 	if g.Tokens != nil {
-		return above("tokens", u.Tokens, *g.Tokens)
+		if s := above("tokens", u.Tokens, *g.Tokens); s != "" {
+			return s
+		}
+	}
+	if g.Cost != nil && u.Cost > *g.Cost {
+		return fmt.Sprintf("attempt %d reported a cost of %s, above its grant of %s", a.n, u.Cost, *g.Cost)
 	}
 	return ""
 }

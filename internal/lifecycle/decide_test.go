@@ -1029,8 +1029,13 @@ func decideCases() map[string]decideCase {
 	return cases
 }
 
-func TestDecide(t *testing.T) {
-	for name, tc := range decideCases() {
+func TestDecide(t *testing.T) { runDecideCases(t, decideCases()) }
+
+// runDecideCases checks each case's decision, message and check, and that
+// deciding leaves the input as it was.
+func runDecideCases(t *testing.T, cases map[string]decideCase) {
+	t.Helper()
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			in := tc.in
 			before := *in.Status.DeepCopy()

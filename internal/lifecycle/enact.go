@@ -62,10 +62,7 @@ func enact(f *facts, v verdict) Decision {
 			// was away, a restarted gateway's last flush) is still counted.
 			// The ledger only rises (foldLedger keeps the higher count).
 			st.Ledger, st.Steps, st.Budget.Used = f.ledger, f.steps, f.used
-			st.Budget.Remaining = nonNeg(f.remaining())
-			if !f.lim.tokens {
-				st.Budget.Remaining.Tokens = 0
-			}
+			st.Budget.Remaining = f.lim.shown(nonNeg(f.remaining()))
 		}
 		return Decision{Status: st}
 	}
@@ -283,14 +280,8 @@ func (e *enactment) finish() Decision {
 	st.Ledger = withLedgerEntry(f.ledger, e.d.Attempt)
 	st.Steps = f.steps
 	st.Budget.Used = f.used
-	st.Budget.Remaining = nonNeg(f.remaining())
-	if !f.lim.tokens {
-		st.Budget.Remaining.Tokens = 0
-	}
-	st.Budget.Granted = v1alpha1.Usage{ModelRequests: e.d.Grant.ModelRequests, ToolCalls: e.d.Grant.ToolCalls}
-	if e.d.Grant.Tokens != nil {
-		st.Budget.Granted.Tokens = *e.d.Grant.Tokens
-	}
+	st.Budget.Remaining = f.lim.shown(nonNeg(f.remaining()))
+	st.Budget.Granted = grantUsage(e.d.Grant)
 	st.Gates = e.gateStatus()
 	if st.Phase != v1alpha1.PhaseQueued {
 		st.QueuePosition = 0

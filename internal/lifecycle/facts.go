@@ -160,6 +160,8 @@ func wentBack(n int32, prev v1alpha1.AttemptLedger, rep v1alpha1.Usage, steps in
 		return back("tool calls", prev.Used.ToolCalls, rep.ToolCalls)
 	case rep.Tokens < prev.Used.Tokens:
 		return back("tokens", prev.Used.Tokens, rep.Tokens)
+	case rep.Cost < prev.Used.Cost:
+		return fmt.Sprintf("attempt %d reported a cost of %s after %s; monotonic counters may not go back", n, rep.Cost, prev.Used.Cost)
 	case steps < prev.Steps:
 		return back("steps", prev.Steps, steps)
 	}

@@ -56,15 +56,21 @@ func (f *facts) readings(a attempt) []reading {
 	if f.lim.tokens {
 		rs = append(rs, budget("tokens", f.used.Tokens, w.Tokens))
 	}
+	if f.lim.cost {
+		rs = append(rs, costReading(f.used.Cost, w.Cost))
+	}
 	if x := a.facts.Status.GrantExhausted; x != nil && !a.facts.Grant.FinalizeOnly {
 		// The gateway refused a request on the working grant: exhaustion is
 		// that fact, whatever the counters say (a token grant can have
 		// tokens left and still fit no request's bound).
-		what := unitName(x.Unit)
+		at := fmt.Sprintf("%d/%d %s", x.Used, x.Granted, unitName(x.Unit))
+		if x.Unit == v1alpha1.BudgetUnitCost {
+			at = fmt.Sprintf("a cost of %s/%s", v1alpha1.Money(x.Used), v1alpha1.Money(x.Granted))
+		}
 		rs = append(rs, reading{
 			gate: v1alpha1.GateBudget, reason: v1alpha1.ReasonBudgetExhausted, value: 1, limit: 1,
-			state: fmt.Sprintf("a request refused at %d/%d %s", x.Used, x.Granted, what),
-			cause: fmt.Sprintf("working budget exhausted: the gateway refused attempt %d a request at %d/%d %s of its grant", a.n, x.Used, x.Granted, what),
+			state: "a request refused at " + at,
+			cause: fmt.Sprintf("working budget exhausted: the gateway refused attempt %d a request at %s of its grant", a.n, at),
 		})
 	}
 	if f.startTime != nil {
@@ -169,4 +175,15 @@ func maxSameCall(a attempt) v1alpha1.CallCount {
 		}
 	}
 	return best
+}
+
+// costReading is the working budget's cost: exhausted once the cost used
+// reaches the working cost (budget minus reserve). The figures are exact
+// amounts in the policy's currency.
+func costReading(used, limit v1alpha1.Money) reading {
+	state := fmt.Sprintf("a cost of %s/%s", used, max(limit, 0))
+	return reading{
+		gate: v1alpha1.GateBudget, reason: v1alpha1.ReasonBudgetExhausted, value: int64(used), limit: int64(limit),
+		state: state, cause: "working budget exhausted at " + state,
+	}
 }

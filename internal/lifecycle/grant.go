@@ -39,5 +39,9 @@ func EffectiveGrant(g v1alpha1.Grant, base *v1alpha1.Usage) v1alpha1.Grant {
 		t := max(*g.Tokens, base.Tokens+r.Tokens)
 		g.Tokens = &t
 	}
+	if g.Cost != nil {
+		c := max(*g.Cost, base.Cost+r.Cost)
+		g.Cost = &c
+	}
 	return g
 }

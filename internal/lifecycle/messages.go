@@ -64,6 +64,9 @@ func (f *facts) describeReserve(extra v1alpha1.Usage) string {
 	if f.lim.tokens && extra.Tokens > 0 {
 		parts = append(parts, count(extra.Tokens, "token"))
 	}
+	if f.lim.cost && extra.Cost > 0 {
+		parts = append(parts, "a cost of "+extra.Cost.String())
+	}
 	if len(parts) == 0 {
 		return "an empty reserve"
 	}

@@ -126,6 +126,7 @@ func Validate(spec *v1alpha1.RuntimePolicySpec) field.ErrorList {
 	errs = append(errs, validateServing(spec.Tools, spec.ToolServers, specPath)...)
 	errs = append(errs, validateModes(spec.DefaultMode, spec.MaxMode, specPath)...)
 	errs = append(errs, validateTiers(spec, specPath)...)
+	errs = append(errs, validatePrices(spec, specPath)...)
 	return errs
 }
 

@@ -277,12 +277,55 @@ var _ = Describe("ResearchRun admission", func() {
 		Entry("gates above the policy cap", func(r *v1.ResearchRun) { r.Spec.Gates.MaxSteps = 80 }, "spec.gates.maxSteps", "maxSteps"),
 		Entry("reserve not smaller than the budget", func(r *v1.ResearchRun) { r.Spec.Budget.OutputReserve.ModelRequests = 10 },
 			"spec.budget.outputReserve.modelRequests", "must be smaller"),
+		Entry("a cost reserve with no cost budget", func(r *v1.ResearchRun) { r.Spec.Budget.OutputReserve.Cost = 500_000 },
+			"spec.budget.cost", "needs a cost budget"),
+		Entry("a cost reserve not smaller than the cost budget", func(r *v1.ResearchRun) {
+			r.Spec.Budget.Cost = new(v1.Money(1_000_000))
+			r.Spec.Budget.OutputReserve.Cost = 1_000_000
+		}, "spec.budget.outputReserve.cost", "must be smaller than spec.budget.cost (1.00)"),
+		Entry("a cost budget under a policy without prices", func(r *v1.ResearchRun) { r.Spec.Budget.Cost = new(v1.Money(1_000_000)) },
+			"spec.budget.cost", "names no currency (spec.currency), so a run under it cannot budget cost"),
 		Entry("no container", func(r *v1.ResearchRun) { r.Spec.Template.Spec.Containers = nil },
 			"spec.template.spec.containers", "at least one container"),
 		Entry("a privileged container", func(r *v1.ResearchRun) {
 			r.Spec.Template.Spec.Containers[0].SecurityContext = &corev1.SecurityContext{Privileged: new(true)}
 		}, "privileged", "restricted Pod Security Standard"),
 	)
+
+	It("admits a cost budget under a policy naming its currency, and keeps it immutable", func() {
+		p := &v1.RuntimePolicy{}
+		Eventually(func() error {
+			if err := admin.Get(ctx, client.ObjectKey{Namespace: ns, Name: "p"}, p); err != nil {
+				return err
+			}
+			p.Spec.Currency = "USD"
+			return admin.Update(ctx, p)
+		}, timeout, interval).Should(Succeed())
+		run := newRun(ns, "costly")
+		run.Spec.Budget.Cost = new(v1.Money(5_000_000))
+		run.Spec.Budget.OutputReserve.Cost = 500_000
+		Expect(admin.Create(ctx, run)).To(Succeed())
+		// The operator writes the run's status meanwhile: retry on conflicts.
+		Eventually(func(g Gomega) {
+			cur := &v1.ResearchRun{}
+			g.Expect(admin.Get(ctx, client.ObjectKeyFromObject(run), cur)).To(Succeed())
+			cur.Spec.Budget.Cost = new(v1.Money(9_000_000))
+			g.Expect(admin.Update(ctx, cur)).To(MatchError(And(ContainSubstring("spec.budget.cost"),
+				ContainSubstring("is immutable after creation"))))
+		}, timeout, interval).Should(Succeed())
+
+		Eventually(func() error {
+			if err := admin.Get(ctx, client.ObjectKeyFromObject(p), p); err != nil {
+				return err
+			}
+			p.Spec.Limits.MaxCost = new(v1.Money(2_000_000))
+			return admin.Update(ctx, p)
+		}, timeout, interval).Should(Succeed())
+		over := newRun(ns, "over")
+		over.Spec.Budget.Cost = new(v1.Money(2_000_001))
+		rejected(admin.Create(ctx, over), "spec.budget.cost", `exceeds the RuntimePolicy "p" limit maxCost (2.00)`)
+		rejected(admin.Create(ctx, newRun(ns, "unbudgeted")), "spec.budget.cost", `RuntimePolicy "p" caps cost (maxCost 2.00), so the run must budget it`)
+	})
 
 	It("rejects a misspelt field in the pod template instead of dropping it", func() {
 		u := &unstructured.Unstructured{}

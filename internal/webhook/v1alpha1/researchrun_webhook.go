@@ -40,6 +40,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/policy"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 )
 
@@ -170,6 +171,7 @@ func (v *ResearchRunValidator) ValidateUpdate(ctx context.Context, oldObj, obj *
 	} else if !bytes.Equal(templateRaw(ctx, true), templateRaw(ctx, false)) {
 		errs = append(errs, strictTemplate(ctx)...)
 	}
+	errs = append(errs, costImmutable(oldObj.Spec.Budget, obj.Spec.Budget)...)
 	return lateApprovals(oldObj, obj), invalid("ResearchRun", obj.Name, errs)
 }
 
@@ -267,6 +269,14 @@ func reserveErrors(run *v1alpha1.ResearchRun) field.ErrorList {
 		errs = append(errs, field.Invalid(p.Child("toolCalls"), b.OutputReserve.ToolCalls,
 			fmt.Sprintf("must be smaller than spec.budget.toolCalls (%d)", b.ToolCalls)))
 	}
+	switch c := b.OutputReserve.Cost; {
+	case c > 0 && b.Cost == nil:
+		errs = append(errs, field.Required(field.NewPath("spec", "budget", "cost"),
+			fmt.Sprintf("spec.budget.outputReserve.cost (%s) needs a cost budget to be kept from", c)))
+	case b.Cost != nil && c >= *b.Cost:
+		errs = append(errs, field.Invalid(p.Child("cost"), c.String(),
+			fmt.Sprintf("must be smaller than spec.budget.cost (%s): the reserve is for finalizing, the rest for working", *b.Cost)))
+	}
 	return errs
 }
 
@@ -297,6 +307,7 @@ func (v *ResearchRunValidator) referents(ctx context.Context, run *v1alpha1.Rese
 		return nil, apierrors.NewInternalError(fmt.Errorf("reading RuntimePolicy %q: %w", s.Spec.PolicyRef.Name, err))
 	}
 	errs := append(limitErrors(run, p), tierErrors(ctx, run, p)...)
+	errs = append(errs, policy.CostErrors(run.Spec.Budget, p)...)
 	srcErrs, err := v.sourceErrors(ctx, run, p)
 	if err != nil {
 		return nil, err
@@ -323,6 +334,9 @@ func limitErrors(run *v1alpha1.ResearchRun, p *v1alpha1.RuntimePolicy) field.Err
 	if l.MaxTokens != nil && b.Tokens == nil {
 		errs = append(errs, field.Required(budget.Child("tokens"), fmt.Sprintf("RuntimePolicy %q caps tokens (maxTokens %d), so the run must budget them", p.Name, *l.MaxTokens)))
 	}
+	if l.MaxCost != nil && (b.Cost == nil || *b.Cost > *l.MaxCost) {
+		errs = append(errs, costCapError(p.Name, b.Cost, *l.MaxCost))
+	}
 	if l.MaxDeadline != nil && b.Deadline != nil && b.Deadline.Duration > l.MaxDeadline.Duration {
 		over(budget.Child("deadline"), b.Deadline.Duration.String(), l.MaxDeadline.Duration, "maxDeadline")
 	}
@@ -333,4 +347,29 @@ func limitErrors(run *v1alpha1.ResearchRun, p *v1alpha1.RuntimePolicy) field.Err
 		over(field.NewPath("spec", "recovery", "maxAttempts"), run.Spec.Recovery.MaxAttempts, *l.MaxAttempts, "maxAttempts")
 	}
 	return errs
+}
+
+// costImmutable keeps spec.budget.cost and its reserve as created, like the
+// rest of the budget (whose immutability is a CEL rule; a rule comparing
+// these strings would cross the API server's cost budget for CEL).
+func costImmutable(was, is v1alpha1.Budget) field.ErrorList {
+	budget := field.NewPath("spec", "budget")
+	var errs field.ErrorList
+	if !equality.Semantic.DeepEqual(was.Cost, is.Cost) {
+		errs = append(errs, field.Forbidden(budget.Child("cost"), "is immutable after creation"))
+	}
+	if was.OutputReserve.Cost != is.OutputReserve.Cost {
+		errs = append(errs, field.Forbidden(budget.Child("outputReserve", "cost"), "is immutable after creation"))
+	}
+	return errs
+}
+
+// costCapError is the refusal of a run's cost (or of its lack of one) under
+// a policy's maxCost.
+func costCapError(policyName string, cost *v1alpha1.Money, limit v1alpha1.Money) *field.Error {
+	path := field.NewPath("spec", "budget", "cost")
+	if cost == nil {
+		return field.Required(path, fmt.Sprintf("RuntimePolicy %q caps cost (maxCost %s), so the run must budget it", policyName, limit))
+	}
+	return field.Invalid(path, cost.String(), fmt.Sprintf("exceeds the RuntimePolicy %q limit maxCost (%s)", policyName, limit))
 }
