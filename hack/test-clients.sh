@@ -11,7 +11,8 @@
 # Python 3.11 with pip, and the package registries:
 #   - bin/venv: a virtualenv with examples/openai-python/requirements.txt
 #     (hash-pinned, pip install --require-hashes) and sdk/python (editable);
-#   - examples/openai-ts/node_modules and examples/openai-agents-ts/node_modules
+#   - examples/openai-ts, examples/openai-agents-ts and examples/harnesses (the
+#     Claude Code and Codex CLIs, pinned) node_modules
 #     from their committed lockfiles (npm ci; --prefer-offline, so a warm npm
 #     cache needs no registry).
 #
@@ -63,7 +64,7 @@ setup_mcp_python() {
 }
 
 node_examples=(examples/openai-ts examples/openai-agents-ts)
-node_packages=("${node_examples[@]}" test/mcpinterop/ts)
+node_packages=("${node_examples[@]}" examples/harnesses test/mcpinterop/ts)
 
 setup_node() {
   local ex lock mark

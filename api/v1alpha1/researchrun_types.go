@@ -194,6 +194,8 @@ func (r *Recovery) EffectiveMaxAttempts() int32 {
 // +kubebuilder:validation:XValidation:rule="self.budget.?modelRequests.orValue(0) == oldSelf.budget.?modelRequests.orValue(0) && self.budget.?toolCalls.orValue(0) == oldSelf.budget.?toolCalls.orValue(0) && self.budget.?tokens.orValue(0) == oldSelf.budget.?tokens.orValue(0) && self.budget.?outputReserve.?modelRequests.orValue(0) == oldSelf.budget.?outputReserve.?modelRequests.orValue(0) && self.budget.?outputReserve.?toolCalls.orValue(0) == oldSelf.budget.?outputReserve.?toolCalls.orValue(0) && self.budget.?outputReserve.?tokens.orValue(0) == oldSelf.budget.?outputReserve.?tokens.orValue(0) && duration(self.budget.?deadline.orValue('0s')) == duration(oldSelf.budget.?deadline.orValue('0s')) && duration(self.budget.?finalizationGrace.orValue('0s')) == duration(oldSelf.budget.?finalizationGrace.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="self.?gates.?maxSteps.orValue(0) == oldSelf.?gates.?maxSteps.orValue(0) && self.?gates.?sameCallLimit.orValue(0) == oldSelf.?gates.?sameCallLimit.orValue(0) && self.?gates.?noProgressLimit.orValue(0) == oldSelf.?gates.?noProgressLimit.orValue(0) && self.?gates.?degradeAtPercent.orValue(0) == oldSelf.?gates.?degradeAtPercent.orValue(0) && self.?gates.?compressAtPercent.orValue(0) == oldSelf.?gates.?compressAtPercent.orValue(0)",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="self.?recovery.?maxAttempts.orValue(0) == oldSelf.?recovery.?maxAttempts.orValue(0) && duration(self.?recovery.?backoff.orValue('0s')) == duration(oldSelf.?recovery.?backoff.orValue('0s')) && duration(self.?recovery.?heartbeatInterval.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatInterval.orValue('0s')) && duration(self.?recovery.?heartbeatTimeout.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatTimeout.orValue('0s')) && duration(self.?recovery.?startTimeout.orValue('0s')) == duration(oldSelf.?recovery.?startTimeout.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="has(self.template) || has(self.harness)",message="spec.template is required unless spec.harness is set"
+// +kubebuilder:validation:XValidation:rule="has(self.harness) == has(oldSelf.harness) && (!has(self.harness) || self.harness == oldSelf.harness)",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && (self.stop == oldSelf.stop || self.stop == 'Cancel'))",message="spec.stop cannot be removed once set, and may only change from Finalize to Cancel"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || (has(self.approvals) && size(self.approvals) >= size(oldSelf.approvals) && self.approvals.slice(0, size(oldSelf.approvals)) == oldSelf.approvals)",message="spec.approvals is append-only: existing approvals cannot be changed, reordered or removed"
 type ResearchRunSpec struct {
@@ -225,8 +227,14 @@ type ResearchRunSpec struct {
 	// +kubebuilder:validation:Schemaless
 	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:Type=object
-	// +required
+	// +optional
 	Template corev1.PodTemplateSpec `json:"template"`
+	// harness runs a coding agent CLI (Claude Code, Codex) as the agent:
+	// the operator adds the template's agent container from it, so the
+	// template needs no container of its own (it may still set pod fields,
+	// sidecars and resources). Immutable.
+	// +optional
+	Harness *Harness `json:"harness,omitempty"`
 	// budget is what the run may spend, with the output reserve. Its
 	// fields may be left to the tier's defaults.
 	// +kubebuilder:default={}

@@ -38,7 +38,8 @@ import (
 // to the samples: a run of each model door.
 var withExampleRuns = flag.Bool("examples", false,
 	"also run the example agents, a run of each model door: chat (openai, npm and PyPI), Responses "+
-		"(@openai/agents, openai-agents), Messages (@anthropic-ai/sdk, anthropic) and the Python SDK "+
+		"(@openai/agents, openai-agents), Messages (@anthropic-ai/sdk, anthropic), the Python SDK "+
+		"and the coding harnesses Claude Code and Codex (spec.harness) "+
 		"(installs their pinned dependencies with hack/test-clients.sh --setup)")
 
 //go:embed examples/*.yaml
@@ -61,6 +62,9 @@ func withExamples(ctx context.Context, objs []*unstructured.Unstructured, root, 
 		"AGENTRUN_DEV_UPSTREAM": upstream,
 		"AGENTRUN_REPO":         root,
 		"AGENTRUN_PYTHON":       filepath.Join(root, "bin", "venv", "bin", "python"),
+		// The harnesses' CLIs (examples/harnesses, pinned) on PATH.
+		"AGENTRUN_HARNESS_PATH": filepath.Join(root, "examples", "harnesses", "node_modules", ".bin") +
+			":" + os.Getenv("PATH"),
 	}
 	names, err := fs.Glob(builtinExamples, "examples/*.yaml")
 	if err != nil {

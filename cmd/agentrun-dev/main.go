@@ -152,6 +152,7 @@ func run(ctx context.Context, o options) int {
 		return fail(err)
 	}
 	operatorBin, gatewayBin, agentBin, toolsBin, streamBin := bins[0], bins[1], bins[2], bins[3], bins[4]
+	harnessBin := bins[5]
 	if toolsBin == "" {
 		say("note: no %s (--no-build?), so the stack runs no tool server", rel(root, filepath.Join(dir, "agentrun-tools")))
 	}
@@ -160,7 +161,7 @@ func run(ctx context.Context, o options) int {
 			return fail(err)
 		}
 	}
-	images, err := imageMap(o, agentBin)
+	images, err := imageMap(o, agentBin, harnessBin)
 	if err != nil {
 		return fail(err)
 	}
@@ -276,13 +277,14 @@ func run(ctx context.Context, o options) int {
 }
 
 // buildBinaries builds the manager, the gateway, the research agent, the
-// tool server and the stream server into dir (unless noBuild), returning
-// their paths in that order; "" for an optional one (tools, stream) that is
+// tool server, the stream server and the harness launcher into dir (unless noBuild), returning
+// their paths in that order; "" for an optional one (tools, stream, harness) that is
 // not there.
 func buildBinaries(ctx context.Context, root, dir string, noBuild bool) ([]string, error) {
 	pkgs := []struct{ pkg, name string }{
 		{"./cmd", "manager"}, {"./cmd/gateway", "gateway"}, {"./cmd/research-agent", "research-agent"},
 		{"./cmd/agentrun-tools", "agentrun-tools"}, {"./cmd/agentrun-stream", "agentrun-stream"},
+		{"./cmd/agentrun-harness", "agentrun-harness"},
 	}
 	out := make([]string, 0, len(pkgs))
 	for i, p := range pkgs {
@@ -312,8 +314,9 @@ func webPage(ctx context.Context, s *stack.Stack) (string, error) {
 }
 
 // imageMap is --image rules, then the --image-map file, then the default
-// rule: any image whose name contains "research-agent" runs the built agent.
-func imageMap(o options, agentBin string) (node.ImageMap, error) {
+// rules: any image whose name contains "research-agent" runs the built
+// agent, and "agentrun-harness" the harness launcher (spec.harness).
+func imageMap(o options, agentBin, harnessBin string) (node.ImageMap, error) {
 	var m node.ImageMap
 	for _, s := range o.images {
 		r, err := node.ParseImageRule(s)
@@ -329,7 +332,11 @@ func imageMap(o options, agentBin string) (node.ImageMap, error) {
 		}
 		m = append(m, f...)
 	}
-	return append(m, node.ImageRule{Match: "research-agent", Binary: agentBin}), nil
+	m = append(m, node.ImageRule{Match: "research-agent", Binary: agentBin})
+	if harnessBin != "" {
+		m = append(m, node.ImageRule{Match: "agentrun-harness", Binary: harnessBin})
+	}
+	return m, nil
 }
 
 // findRoot returns dir, or the nearest directory above the working

@@ -127,6 +127,9 @@ func Build(run *v1alpha1.ResearchRun, attempt int32, serviceAccount string, gw G
 	}
 
 	tmpl := run.Spec.Template.DeepCopy()
+	if errs := addHarness(tmpl, run.Spec.Harness); len(errs) > 0 {
+		return nil, &TemplateError{Errors: errs}
+	}
 	if errs := validateTemplate(tmpl); len(errs) > 0 {
 		return nil, &TemplateError{Errors: errs}
 	}

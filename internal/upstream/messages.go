@@ -93,6 +93,9 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	turn := req.Turn
 	if turn == nil {
+		turn = promptedTurn(body)
+	}
+	if turn == nil {
 		turn = defaultTurn(request{Messages: req.Messages}, len(body))
 	}
 	if e := turn.Error; e != nil {

@@ -88,6 +88,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	turn := req.Turn
 	if turn == nil {
+		turn = promptedTurn(body)
+	}
+	if turn == nil {
 		turn = defaultTurn(request{Messages: lastInput(req.Input)}, len(body))
 	}
 	if e := turn.Error; e != nil {
@@ -137,7 +140,7 @@ func lastInput(raw json.RawMessage) []json.RawMessage {
 func responseItems(turn *Turn, n int64) []map[string]any {
 	var items []map[string]any
 	if turn.Think != "" {
-		items = append(items, map[string]any{keyType: "reasoning", "id": fmt.Sprintf("rs_%d", n),
+		items = append(items, map[string]any{keyType: itemReasoning, "id": fmt.Sprintf("rs_%d", n),
 			"summary": []any{map[string]any{keyType: partSummaryText, keyText: turn.Think}}})
 	}
 	if turn.Say != "" || len(turn.Tools) == 0 {
@@ -146,8 +149,12 @@ func responseItems(turn *Turn, n int64) []map[string]any {
 	}
 	for i, tc := range turn.Tools {
 		c := wireCall(tc, nil)
-		items = append(items, map[string]any{keyType: "function_call", "id": fmt.Sprintf("fc_%d_%d", n, i), keyStatus: statusCompleted,
-			"call_id": tc.ID, keyName: tc.Name, "arguments": c.Function.Arguments})
+		item := map[string]any{keyType: itemFunctionCall, "id": fmt.Sprintf("fc_%d_%d", n, i), keyStatus: statusCompleted,
+			"call_id": tc.ID, keyName: tc.Name, "arguments": c.Function.Arguments}
+		if tc.Namespace != "" {
+			item["namespace"] = tc.Namespace
+		}
+		items = append(items, item)
 	}
 	return items
 }
@@ -180,7 +187,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, turn *Turn, resp map[stri
 		id := item["id"]
 		added := maps.Clone(item)
 		switch item[keyType] {
-		case "reasoning":
+		case itemReasoning:
 			added["summary"] = []any{}
 			send("response.output_item.added", map[string]any{keyOutputIndex: i, keyItem: added})
 			send("response.reasoning_summary_part.added", map[string]any{keyItemID: id, keyOutputIndex: i, keySummaryIndex: 0,
@@ -208,7 +215,7 @@ func (s *Server) streamResponse(w http.ResponseWriter, turn *Turn, resp map[stri
 				keyText: turn.Say, keyLogprobs: []any{}})
 			send("response.content_part.done", map[string]any{keyItemID: id, keyOutputIndex: i, keyContentIndex: 0,
 				keyPart: outputText(turn.Say)})
-		case "function_call":
+		case itemFunctionCall:
 			added["arguments"], added[keyStatus] = "", statusInProgress
 			send("response.output_item.added", map[string]any{keyOutputIndex: i, keyItem: added})
 			send("response.function_call_arguments.delta", map[string]any{keyItemID: id, keyOutputIndex: i,

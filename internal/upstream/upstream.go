@@ -80,8 +80,11 @@ type Turn struct {
 
 // ToolCall is one scripted tool call.
 type ToolCall struct {
-	ID        string         `json:"id"`
-	Name      string         `json:"name"`
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Namespace is the Responses namespace tool the function is in (set
+	// by a prompted script's match; answered as the call's namespace).
+	Namespace string         `json:"namespace,omitempty"`
 	Arguments map[string]any `json:"arguments,omitempty"`
 }
 
@@ -174,6 +177,9 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 		time.Sleep(s.Latency)
 	}
 	turn := req.Turn
+	if turn == nil {
+		turn = promptedTurn(body)
+	}
 	if turn == nil {
 		turn = defaultTurn(req, len(body))
 	}

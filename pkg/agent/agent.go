@@ -641,6 +641,13 @@ func (a *Agent) stop(cause error) {
 	}
 }
 
+// Heartbeat shows the gateway the agent is alive, once. Start's agent does
+// it on its own; a process that only reads its view (a harness launcher,
+// whose CLI makes the model and tool requests) calls it itself.
+func (a *Agent) Heartbeat(ctx context.Context) error {
+	return a.callOnce(ctx, http.MethodPost, "/self/heartbeat", nil, nil)
+}
+
 // heartbeatLoop shows the gateway the agent is alive, twice per heartbeat
 // interval (any request counts too).
 func (a *Agent) heartbeatLoop(ctx context.Context) {

@@ -203,14 +203,7 @@ var _ = Describe("An agent on @openai/agents", Ordered, Label("clients", "mcp"),
 			}
 		})
 	}
-	// logs is the agent's stdout and stderr (kubectl logs), once its pod is done.
-	logs := func(w *world, name string) string {
-		GinkgoHelper()
-		podDone(w.ns, attemptName(name, 1))
-		out, err := kubectl("logs", "-n", w.ns, attemptName(name, 1))
-		Expect(err).NotTo(HaveOccurred(), out)
-		return out
-	}
+	logs := podLogs
 	fakeCalls := func(tool string) toolserver.CallsReport {
 		GinkgoHelper()
 		resp, err := http.Get(callsURL + "?tool=" + tool)

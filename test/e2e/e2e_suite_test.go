@@ -55,8 +55,9 @@ var (
 	dir    string
 
 	// researchAgent is the built cmd/research-agent.
-	researchAgent string
-	miniAgent     string
+	researchAgent   string
+	miniAgent       string
+	harnessLauncher string
 )
 
 // Images the local node maps in this suite.
@@ -90,6 +91,8 @@ var _ = BeforeSuite(func() {
 	Expect(stack.GoBuild(ctx, root, "./test/e2e/testdata/miniagent", miniAgent, out)).To(Succeed())
 	researchAgent = filepath.Join(dir, "research-agent")
 	Expect(stack.GoBuild(ctx, root, "./cmd/research-agent", researchAgent, out)).To(Succeed())
+	harnessLauncher = filepath.Join(dir, "agentrun-harness")
+	Expect(stack.GoBuild(ctx, root, "./cmd/agentrun-harness", harnessLauncher, out)).To(Succeed())
 	streamServer := filepath.Join(dir, "agentrun-stream")
 	Expect(stack.GoBuild(ctx, root, "./cmd/agentrun-stream", streamServer, out)).To(Succeed())
 
@@ -98,6 +101,8 @@ var _ = BeforeSuite(func() {
 		{Match: "miniagent", Binary: miniAgent},
 		{Match: "e2e.local/shell", Binary: "/bin/sh"},
 		{Match: "research-agent", Binary: researchAgent},
+		// The harness images' entrypoint; the CLIs are found on PATH.
+		{Match: "agentrun-harness", Binary: harnessLauncher},
 	}
 	start := time.Now()
 	st, err = stack.Start(ctx, stack.Options{

@@ -417,6 +417,16 @@ func kubectl(args ...string) (string, error) {
 }
 
 // podDone waits for a pod to reach a terminal phase and returns it.
+// podLogs is the first attempt's stdout and stderr (kubectl logs), once its
+// pod is done.
+func podLogs(w *world, name string) string {
+	GinkgoHelper()
+	podDone(w.ns, attemptName(name, 1))
+	out, err := kubectl("logs", "-n", w.ns, attemptName(name, 1))
+	Expect(err).NotTo(HaveOccurred(), out)
+	return out
+}
+
 func podDone(ns, name string) *corev1.Pod {
 	GinkgoHelper()
 	pod := &corev1.Pod{}

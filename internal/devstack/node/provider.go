@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -533,6 +534,12 @@ func (p *provider) start(pr *podRun, c *ctrRun, base []string) error {
 	pr.mu.Lock()
 	mm := mounts(&c.spec, pr.volumes)
 	pr.mu.Unlock()
+	// The termination message file: a kubelet mounts one at the
+	// container's terminationMessagePath; a process finds it rewritten.
+	termPath := filepath.Join(pr.dir, "termination-"+c.spec.Name)
+	if tp := c.spec.TerminationMessagePath; tp != "" {
+		mm = append(mm, [2]string{path.Clean(tp), termPath})
+	}
 	for i := range podEnv {
 		podEnv[i].Value = mm.rewrite(podEnv[i].Value)
 	}
@@ -587,9 +594,12 @@ func (p *provider) start(pr *podRun, c *ctrRun, base []string) error {
 			c.reason = "Completed"
 		default:
 			c.reason = "Error"
-			if c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
-				c.message = tailFile(c.logPath, 80, 4096)
-			}
+		}
+		// As a kubelet: the file's content (at most 4096 bytes), else on
+		// an error the log's tail when the policy says so.
+		c.message = terminationMessage(termPath)
+		if c.message == "" && code != 0 && c.spec.TerminationMessagePolicy == corev1.TerminationMessageFallbackToLogsOnError {
+			c.message = tailFile(c.logPath, 80, 4096)
 		}
 		pr.mu.Unlock()
 		p.n.log.V(1).Info("container exited", "pod", pr.key, "container", c.spec.Name, "pid", c.pid, "exitCode", code, "signal", sig)
@@ -681,4 +691,14 @@ func (c *ctrRun) statusLocked(pr *podRun) corev1.ContainerStatus {
 		cs.State.Waiting = &corev1.ContainerStateWaiting{Reason: reason}
 	}
 	return cs
+}
+
+// terminationMessage is a termination message file's content, at most its
+// first 4096 bytes as a kubelet reads it.
+func terminationMessage(file string) string {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return ""
+	}
+	return string(data[:min(len(data), 4096)])
 }

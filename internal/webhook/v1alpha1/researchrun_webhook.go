@@ -234,7 +234,7 @@ func strictTemplate(ctx context.Context) field.ErrorList {
 
 // templateErrors checks the template builds into a restricted pod.
 func templateErrors(run *v1alpha1.ResearchRun) field.ErrorList {
-	if len(run.Spec.Template.Spec.Containers) == 0 {
+	if len(run.Spec.Template.Spec.Containers) == 0 && run.Spec.Harness == nil {
 		return field.ErrorList{field.Required(field.NewPath("spec", "template", "spec", "containers"), "at least one container is required")}
 	}
 	probe := run.DeepCopy()
