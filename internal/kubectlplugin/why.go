@@ -66,6 +66,7 @@ func Why(ctx context.Context, w io.Writer, c client.Reader, o WhyOptions) error 
 		}
 	}
 	x.lease = readGatewayLease(ctx, c, x.cur)
+	x.harness = harnessText(ctx, c, &rr, x.cur)
 	x.header()
 	x.decision()
 	x.gates()
@@ -114,6 +115,7 @@ type explainer struct {
 	cur      *v1alpha1.RunAttempt
 	lease    *gatewayLease // the Lease cur's status.liveness names
 	attempts []*v1alpha1.RunAttempt
+	harness  string // the harness's result (harness.go)
 	now      time.Time
 	s        style
 }
@@ -553,6 +555,9 @@ func (x *explainer) attempt() {
 	t.row("Steps:", fmt.Sprintf("%d (last progress at step %d)", a.Status.Steps, a.Status.LastProgressStep))
 	t.row("Finish:", map[bool]string{true: "proposed", false: "not proposed"}[a.Status.FinishProposed])
 	t.row("Publication:", publicationText(a.Status.Publication))
+	if x.harness != "" {
+		t.row("Harness:", x.harness)
+	}
 	if a.Status.Liveness != nil {
 		t.row("Liveness:", livenessText(a, x.lease, heartbeatTimeout(x.rr), x.now))
 	} else {

@@ -23,6 +23,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -32,6 +35,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
+	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 	"github.com/agentrun-dev/agentrun/internal/harness"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
@@ -53,15 +57,30 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 		cmd.Stdout, cmd.Stderr = GinkgoWriter, GinkgoWriter
 		Expect(cmd.Run()).To(Succeed())
 		bin = filepath.Join(root, "examples", "harnesses", "node_modules", ".bin")
+		By("building kubectl-agentrun, found by kubectl on PATH")
+		Expect(stack.GoBuild(ctx, root, "./cmd/kubectl-agentrun", filepath.Join(dir, "plugin", "kubectl-agentrun"),
+			GinkgoWriter)).To(Succeed())
 	})
+	// kubectlAgentrun runs `kubectl agentrun ARGS` (the plugin) against the
+	// stack, as a user would.
+	kubectlAgentrun := func(args ...string) string {
+		GinkgoHelper()
+		cmd := exec.CommandContext(ctx, st.Kubectl, append([]string{"agentrun"}, args...)...)
+		cmd.Env = append(os.Environ(), "KUBECONFIG="+st.Kubeconfig,
+			"PATH="+filepath.Join(dir, "plugin")+":"+os.Getenv("PATH"))
+		out, err := cmd.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		return string(out)
+	}
 
 	publish := upstream.ToolCall{ID: "toolu_01", Name: "report.publish",
 		Arguments: map[string]any{"section": "Findings", "content": "Raft everywhere; Milvus logs to a broker."}}
 	note := func(id string) upstream.ToolCall {
 		return upstream.ToolCall{ID: id, Name: "notes.write", Arguments: map[string]any{"section": "Findings", "text": "a note " + id}}
 	}
-	// harnessRun starts a run of the harness on the script.
-	harnessRun := func(w *world, name string, h v1.HarnessType, s upstream.Script, budget v1.Budget, session ...string) {
+	// harnessRun starts a run of the harness on the script; opts are the
+	// session ("" for the world's) and the most attempts ("2"; default 1).
+	harnessRun := func(w *world, name string, h v1.HarnessType, s upstream.Script, budget v1.Budget, opts ...string) {
 		w.run(name, "", nil, func(r *v1.ResearchRun) {
 			r.Spec.Goal = "Compare the replication models of open-source vector databases. " + upstream.PromptScript(s)
 			r.Spec.Harness = &v1.Harness{Type: h, Model: "scripted"}
@@ -71,8 +90,11 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 				{Name: "PATH", Value: bin + ":" + os.Getenv("PATH")}}}}
 			r.Spec.Budget = budget
 			r.Spec.Recovery = v1.Recovery{MaxAttempts: 1, Backoff: &metav1.Duration{}}
-			if len(session) > 0 {
-				r.Spec.SessionRef.Name = session[0]
+			if len(opts) > 0 && opts[0] != "" {
+				r.Spec.SessionRef.Name = opts[0]
+			}
+			if len(opts) > 1 && opts[1] == "2" {
+				r.Spec.Recovery.MaxAttempts = 2
 			}
 		})
 	}
@@ -173,5 +195,99 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 			Expect(pod.Spec.Containers[0].Env).To(ContainElement(HaveField("Name", runpod.EnvHarness)))
 			Expect(podLogs(w, name)).To(ContainSubstring("mode Plan"))
 		})
+
+		It(string(h)+" waits for the approval of a High-risk door tool, given with kubectl agentrun approve", func() {
+			w := newWorld(func(p *v1.RuntimePolicy) {
+				p.Spec.Models[0].API = map[v1.HarnessType]v1.ModelAPI{
+					v1.HarnessClaudeCode: v1.ModelAPIAnthropicMessages, v1.HarnessCodex: v1.ModelAPIOpenAIResponses}[h]
+				p.Spec.Tools[2].Risk = v1.RiskHigh // report.publish
+				p.Spec.AutoApprove = []string{"notes.write"}
+			})
+			name := prefix + "-approval"
+			harnessRun(w, name, h, upstream.Script{Turns: []upstream.Turn{
+				{Tools: []upstream.ToolCall{publish}, Tokens: 300},
+				{Say: "Published after approval.", Tokens: 200},
+			}}, within)
+			var actionID string
+			Eventually(func(g Gomega) {
+				run := w.get(name)
+				g.Expect(run.Status.PendingApprovals).To(HaveLen(1))
+				g.Expect(run.Status.PendingApprovals[0].Tool).To(Equal("report.publish"))
+				actionID = run.Status.PendingApprovals[0].ActionID
+			}, timeout, interval).Should(Succeed())
+			Expect(w.sections(name)).To(BeEmpty(), "nothing is published before the approval")
+
+			out := kubectlAgentrun("approve", "-n", w.ns, name, actionID, "--comment", "the CLI may publish")
+			Expect(out).To(ContainSubstring(actionID))
+			w.terminated(name, v1.ReasonCompleted, v1.SettlementComplete)
+			Expect(w.sections(name)).To(HaveLen(1))
+			Expect(w.get(name).Spec.Approvals).To(ConsistOf(And(HaveField("ActionID", actionID),
+				HaveField("Approver", Not(BeEmpty())))), "the webhook stamped who approved")
+			Expect(result(w, name).ExitCode).To(BeZero())
+		})
+
+		It(string(h)+" killed mid-run (SIGKILL of the CLI) is recovered, and no door call is replayed", func() {
+			w := harnessWorld(h)
+			name := prefix + "-killed"
+			budget := within
+			harnessRun(w, name, h, upstream.Script{Turns: []upstream.Turn{
+				{Tools: []upstream.ToolCall{publish}, Tokens: 300},
+				// Slow, so the CLI is killed while it streams.
+				{Say: strings.Repeat("Still writing the summary. ", 24), ChunkDelayMS: 250, Tokens: 200},
+			}}, budget, "", "2")
+			Eventually(func() []string { return w.sections(name) }, timeout, interval).Should(HaveLen(1))
+			w.factsSettled(name, 1)
+			Expect(w.attempt(name, 1).Status.InFlight).To(BeEmpty(), "the publish settled before the kill")
+			killed := killDescendants(w.pid(name, 1))
+			Expect(killed).NotTo(BeEmpty(), "the CLI's processes")
+
+			run := w.terminated(name, v1.ReasonCompleted, v1.SettlementComplete)
+			Expect(w.attempts(name)).To(Equal([]int{1, 2}), "message: %s", run.Status.Message)
+			Expect(w.phaseSequence(name)).To(ContainElement(v1.PhaseRecovering))
+			Expect(w.attempt(name, 1).Spec.Superseded).To(BeTrue())
+			Expect(w.attempt(name, 1).Status.Faults).To(ContainElement(HaveField("Kind", "HarnessExited")),
+				"the launcher recorded the CLI's death as a fact")
+			// The first attempt's publish was settled, so nothing of it was
+			// redone for it: attempt 2's CLI starts over and publishes the same
+			// section, which the gateway keeps once.
+			Expect(w.sections(name)).To(HaveLen(1))
+			Expect(w.attempt(name, 1).Status.InFlight).To(BeEmpty())
+		})
 	}
 })
+
+// killDescendants SIGKILLs every process below pid (not pid itself): a
+// harness's CLI and what it started, under the launcher. It returns their
+// pids.
+func killDescendants(pid int) []int {
+	GinkgoHelper()
+	children := map[int][]int{}
+	entries, err := os.ReadDir("/proc")
+	Expect(err).NotTo(HaveOccurred())
+	for _, e := range entries {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after ")".
+		f := strings.Fields(string(stat[strings.LastIndexByte(string(stat), ')')+1:]))
+		if len(f) > 1 {
+			if ppid, err := strconv.Atoi(f[1]); err == nil {
+				children[ppid] = append(children[ppid], p)
+			}
+		}
+	}
+	var out []int
+	for queue := children[pid]; len(queue) > 0; queue = queue[1:] {
+		out = append(out, queue[0])
+		queue = append(queue, children[queue[0]]...)
+	}
+	for _, p := range out {
+		_ = syscall.Kill(p, syscall.SIGKILL)
+	}
+	return out
+}
