@@ -259,6 +259,10 @@ func (r *Result) Read(line []byte) {
 		Error          *struct {
 			Message string `json:"message"`
 		} `json:"error"`
+		Item *struct {
+			Type string `json:"type"`
+			Text string `json:"text"`
+		} `json:"item"`
 	}
 	if json.Unmarshal(line, &ev) != nil || ev.Type == "" {
 		return
@@ -272,8 +276,12 @@ func (r *Result) Read(line []byte) {
 		r.Session = ev.ThreadID
 	case "turn.started":
 		r.NumTurns++
+	case "item.completed":
+		if ev.Item != nil && ev.Item.Type == "agent_message" {
+			r.Message = clip(ev.Item.Text)
+		}
 	case "turn.completed":
-		r.Subtype, r.IsError, r.Message = ev.Type, false, ""
+		r.Subtype, r.IsError = ev.Type, false
 	case "turn.failed", "error":
 		r.Subtype, r.IsError = ev.Type, true
 		if ev.Error != nil {

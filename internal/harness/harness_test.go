@@ -157,8 +157,9 @@ func TestResultReadsTheCLIsLastWord(t *testing.T) {
 	if x.Session != "th-1" || x.Subtype != "turn.failed" || !x.IsError || x.NumTurns != 1 || !RefusedAtGrant(x) {
 		t.Errorf("codex: %+v", x)
 	}
+	x.Read([]byte(`{"type":"item.completed","item":{"id":"item_2","type":"agent_message","text":"Published."}}`))
 	x.Read([]byte(`{"type":"turn.completed","usage":{}}`))
-	if x.IsError || RefusedAtGrant(x) {
+	if x.IsError || RefusedAtGrant(x) || x.Message != "Published." {
 		t.Errorf("codex after a completed turn: %+v", x)
 	}
 }
