@@ -86,13 +86,19 @@ const FinalizePrompt = FinalizeMarker + " The run's budget is exhausted: this is
 	"output reserve. Publish your answer so far now with the " + MCPServer + " MCP server's " +
 	gatewayapi.ToolReportPublish + " tool (say what is missing), and do nothing else."
 
-// Launch is the invocation that starts the CLI on the goal.
+// Launch is the invocation that starts the CLI on the goal. Its model
+// requests declare purpose research (the Agentrun-Purpose header, which
+// the CLI's subagents send too), so once the run finalizes the gateway
+// refuses them (finalize_only) instead of spending the output reserve on
+// work the CLI does not know is over; only the finalize round declares
+// output.
 func Launch(s Setup) (Invocation, error) {
 	switch s.Type {
 	case v1alpha1.HarnessClaudeCode:
-		return claude(s, []string{"-p", s.Goal, "--append-system-prompt", PublishInstruction}), nil
+		return claude(s, gatewayapi.PurposeResearch, []string{"-p", s.Goal, "--append-system-prompt", PublishInstruction}), nil
 	case v1alpha1.HarnessCodex:
-		return codex(s, []string{"exec", "--skip-git-repo-check", "--json"}, s.Goal+"\n\n"+PublishInstruction), nil
+		return codex(s, gatewayapi.PurposeResearch, []string{"exec", "--skip-git-repo-check", "--json"},
+			s.Goal+"\n\n"+PublishInstruction), nil
 	}
 	return Invocation{}, fmt.Errorf("harness %q: want %s or %s", s.Type, v1alpha1.HarnessClaudeCode, v1alpha1.HarnessCodex)
 }
@@ -107,7 +113,7 @@ func Finalize(s Setup, r Result) Invocation {
 		} else {
 			args = append(args, r.Session)
 		}
-		return codex(s, args, FinalizePrompt)
+		return codex(s, gatewayapi.PurposeOutput, args, FinalizePrompt)
 	}
 	args := []string{"-p", FinalizePrompt, "--append-system-prompt", PublishInstruction}
 	if r.Session != "" {
@@ -115,7 +121,7 @@ func Finalize(s Setup, r Result) Invocation {
 	} else {
 		args = append(args, "--continue")
 	}
-	return claude(s, args)
+	return claude(s, gatewayapi.PurposeOutput, args)
 }
 
 // claude is Claude Code headless: its JSON result, the Messages door with
@@ -124,31 +130,39 @@ func Finalize(s Setup, r Result) Invocation {
 // a headersHelper), and the session's mode as its permission mode. Door
 // tools are allowed in the CLI: the gateway decides them (mode × risk,
 // approvals).
-func claude(s Setup, head []string) Invocation {
+func claude(s Setup, purpose string, head []string) Invocation {
 	settings, _ := json.Marshal(map[string]any{"apiKeyHelper": s.Launcher + " token"})
 	mcp, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{MCPServer: map[string]any{
 		"type": "http", "url": s.Gateway + gatewayapi.MCPPath, "headersHelper": s.Launcher + " mcp-headers",
 	}}})
 	args := append(head, "--output-format", "json", "--mcp-config", string(mcp), "--strict-mcp-config",
 		"--allowedTools", "mcp__"+MCPServer)
+	var env []string
 	if s.Model != "" {
 		args = append(args, "--model", s.Model)
+		// Subagents and the small fast model stay on the policy's model:
+		// every alias Claude Code resolves names it.
+		for _, k := range []string{"CLAUDE_CODE_SUBAGENT_MODEL", "ANTHROPIC_SMALL_FAST_MODEL", "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+			"ANTHROPIC_DEFAULT_SONNET_MODEL", "ANTHROPIC_DEFAULT_OPUS_MODEL"} {
+			env = append(env, k+"="+s.Model)
+		}
 	}
 	args = append(args, claudeMode(s.Mode)...)
 	args = append(args, s.Args...)
 	return Invocation{
 		Name: "claude",
 		Args: args,
-		Env: []string{
-			"HOME=" + s.Home,
-			gatewayapi.EnvAnthropicBaseURL + "=" + s.Gateway,
+		Env: append(env,
+			"HOME="+s.Home,
+			gatewayapi.EnvAnthropicBaseURL+"="+s.Gateway,
 			"CLAUDE_CODE_API_KEY_HELPER_TTL_MS=60000",
 			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1",
 			// The door's tools in every request, not deferred behind a
 			// tool search: the model sees what the mode allows.
 			"ENABLE_TOOL_SEARCH=false",
 			"DISABLE_TELEMETRY=1", "DISABLE_AUTOUPDATER=1", "DISABLE_ERROR_REPORTING=1",
-		},
+			"ANTHROPIC_CUSTOM_HEADERS="+gatewayapi.HeaderPurpose+": "+purpose,
+		),
 		Files: map[string]string{filepath.Join(s.Home, ".claude", "settings.json"): string(settings)},
 	}
 }
@@ -173,14 +187,14 @@ func claudeMode(m v1alpha1.PermissionMode) []string {
 // minute; the tool door as an MCP server with the token from the
 // environment (read when Codex starts); approvals never asked (the gateway
 // decides door tools) and the session's mode as its sandbox.
-func codex(s Setup, head []string, prompt string) Invocation {
+func codex(s Setup, purpose string, head []string, prompt string) Invocation {
 	var b strings.Builder
 	if s.Model != "" {
 		fmt.Fprintf(&b, "model = %q\n", s.Model)
 	}
 	fmt.Fprintf(&b, "model_provider = %q\napproval_policy = \"never\"\nsandbox_mode = %q\n\n", MCPServer, codexSandbox(s.Mode))
-	fmt.Fprintf(&b, "[model_providers.%s]\nname = \"agentrun gateway\"\nbase_url = %q\nwire_api = \"responses\"\n\n",
-		MCPServer, s.Gateway+gatewayapi.ModelPathPrefix)
+	fmt.Fprintf(&b, "[model_providers.%s]\nname = \"agentrun gateway\"\nbase_url = %q\nwire_api = \"responses\"\n"+
+		"http_headers = { %q = %q }\n\n", MCPServer, s.Gateway+gatewayapi.ModelPathPrefix, gatewayapi.HeaderPurpose, purpose)
 	fmt.Fprintf(&b, "[model_providers.%s.auth]\ncommand = %q\nargs = [\"token\"]\nrefresh_interval_ms = 60000\n\n", MCPServer, s.Launcher)
 	// The door's tools are approved in Codex: the gateway decides them.
 	fmt.Fprintf(&b, "[mcp_servers.%s]\nurl = %q\nbearer_token_env_var = %q\ndefault_tools_approval_mode = \"approve\"\n",
@@ -235,6 +249,10 @@ type Result struct {
 	Message string `json:"message,omitempty"`
 	// FinalizeRounds counts the finalize rounds run.
 	FinalizeRounds int `json:"finalizeRounds,omitempty"`
+	// Subagents is how many subagents Claude Code spawned (its
+	// subagent_stats.spawned); their model requests went through the same
+	// door, on the same attempt's grant.
+	Subagents int `json:"subagents,omitempty"`
 }
 
 // maxMessage bounds Result.Message (the termination message is 4 KiB).
@@ -259,6 +277,9 @@ func (r *Result) Read(line []byte) {
 		Error          *struct {
 			Message string `json:"message"`
 		} `json:"error"`
+		SubagentStats *struct {
+			Spawned int `json:"spawned"`
+		} `json:"subagent_stats"`
 		Item *struct {
 			Type string `json:"type"`
 			Text string `json:"text"`
@@ -272,6 +293,9 @@ func (r *Result) Read(line []byte) {
 		r.Subtype, r.TerminalReason, r.IsError = ev.Subtype, ev.TerminalReason, ev.IsError
 		r.APIErrorStatus, r.NumTurns, r.Session = ev.APIErrorStatus, ev.NumTurns, ev.SessionID
 		r.Message = clip(ev.Result)
+		if ev.SubagentStats != nil {
+			r.Subagents += ev.SubagentStats.Spawned
+		}
 	case "thread.started":
 		r.Session = ev.ThreadID
 	case "turn.started":
@@ -308,7 +332,9 @@ func NeedsFinalize(v gatewayapi.Attempt, r Result) bool {
 }
 
 // RefusedAtGrant says whether the CLI ended on the gateway's refusal at the
-// run's working grant (its error names the code).
+// run's working grant, or of a research request while the run finalizes
+// (its error names the code).
 func RefusedAtGrant(r Result) bool {
-	return r.IsError && strings.Contains(r.Message, gatewayapi.CodeGrantExhausted)
+	return r.IsError && (strings.Contains(r.Message, gatewayapi.CodeGrantExhausted) ||
+		strings.Contains(r.Message, gatewayapi.CodeFinalizeOnly))
 }

@@ -73,7 +73,8 @@ func TestClaudeCodeLaunch(t *testing.T) {
 			t.Errorf("%s: settings %s", mode, s)
 		}
 		for _, e := range []string{"ANTHROPIC_BASE_URL=https://gw:8443", "HOME=/tmp/h", "ENABLE_TOOL_SEARCH=false",
-			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1"} {
+			"CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1", "CLAUDE_CODE_SUBAGENT_MODEL=m", "ANTHROPIC_DEFAULT_SONNET_MODEL=m",
+			"ANTHROPIC_CUSTOM_HEADERS=Agentrun-Purpose: research"} {
 			if !slices.Contains(inv.Env, e) {
 				t.Errorf("%s: env lacks %s", mode, e)
 			}
@@ -101,7 +102,8 @@ func TestCodexLaunch(t *testing.T) {
 		for _, line := range []string{`model = "m"`, `model_provider = "agentrun"`, `approval_policy = "never"`,
 			`sandbox_mode = "` + want + `"`, `base_url = "https://gw:8443/v1"`, `wire_api = "responses"`,
 			`command = "/usr/local/bin/agentrun-harness"`, `args = ["token"]`, `url = "https://gw:8443/mcp"`,
-			`bearer_token_env_var = "` + EnvMCPToken + `"`, `default_tools_approval_mode = "approve"`} {
+			`bearer_token_env_var = "` + EnvMCPToken + `"`, `default_tools_approval_mode = "approve"`,
+			`http_headers = { "Agentrun-Purpose" = "research" }`} {
 			if !strings.Contains(cfg, line+"\n") {
 				t.Errorf("%s: config.toml lacks %s:\n%s", mode, line, cfg)
 			}
@@ -123,6 +125,9 @@ func TestFinalizeResumesTheSession(t *testing.T) {
 	if after(c.Args, "--resume") != "s-1" || !strings.HasPrefix(after(c.Args, "-p"), FinalizeMarker) {
 		t.Errorf("claude: %q", c.Args)
 	}
+	if !slices.Contains(c.Env, "ANTHROPIC_CUSTOM_HEADERS=Agentrun-Purpose: output") {
+		t.Errorf("claude's finalize round is not output work: %q", c.Env)
+	}
 	if c = Finalize(setup(v1alpha1.HarnessClaudeCode, v1alpha1.ModeAuto), Result{}); !slices.Contains(c.Args, "--continue") {
 		t.Errorf("claude without a session: %q", c.Args)
 	}
@@ -131,6 +136,11 @@ func TestFinalizeResumesTheSession(t *testing.T) {
 		!strings.HasPrefix(x.Args[len(x.Args)-1], FinalizeMarker) {
 		t.Errorf("codex: %q", x.Args)
 	}
+	for _, cfg := range x.Files {
+		if !strings.Contains(cfg, `http_headers = { "Agentrun-Purpose" = "output" }`) {
+			t.Errorf("codex's finalize round is not output work:\n%s", cfg)
+		}
+	}
 }
 
 func TestResultReadsTheCLIsLastWord(t *testing.T) {
@@ -138,12 +148,13 @@ func TestResultReadsTheCLIsLastWord(t *testing.T) {
 	for _, l := range []string{
 		`not json`,
 		`{"type":"result","subtype":"success","is_error":true,"terminal_reason":"api_error","api_error_status":429,` +
-			`"num_turns":3,"session_id":"s-9","result":"API Error: 429 grant_exhausted: 2/2 model requests"}`,
+			`"num_turns":3,"session_id":"s-9","result":"API Error: 429 grant_exhausted: 2/2 model requests",` +
+			`"subagent_stats":{"spawned":2}}`,
 	} {
 		c.Read([]byte(l))
 	}
 	if c.Subtype != "success" || c.TerminalReason != "api_error" || !c.IsError || c.APIErrorStatus != 429 ||
-		c.NumTurns != 3 || c.Session != "s-9" || !RefusedAtGrant(c) {
+		c.NumTurns != 3 || c.Session != "s-9" || !RefusedAtGrant(c) || c.Subagents != 2 {
 		t.Errorf("claude: %+v", c)
 	}
 	var x Result

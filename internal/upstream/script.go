@@ -62,7 +62,9 @@ const (
 	itemReasoning    = "reasoning"
 )
 
-var scriptPattern = regexp.MustCompile(regexp.QuoteMeta(ScriptOpen) + `(.*?)` + regexp.QuoteMeta(ScriptClose))
+// scriptPattern is greedy: a script may carry another in a turn's
+// arguments (a subagent's prompt), and the outer one ends last.
+var scriptPattern = regexp.MustCompile(regexp.QuoteMeta(ScriptOpen) + `(.*)` + regexp.QuoteMeta(ScriptClose))
 
 // entry is one message of a conversation, as the script counts it.
 type entry struct {

@@ -65,6 +65,15 @@ func TestPromptedTurn(t *testing.T) {
 			body: `{"input":` + task(script) + `,` + respTools + `}`, tool: "agentrun__report_publish"},
 		"Responses, a namespace tool (Codex's MCP servers): the function in it": {
 			body: `{"input":` + task(script) + `,` + nsTools + `}`, tool: "report_publish", namespace: "mcp__agentrun"},
+		"a script carrying a subagent's script: the outer one": {
+			body: `{"messages":[{"role":"user","content":` + task(PromptScript(Script{Turns: []Turn{{Tools: []ToolCall{{ID: "t9",
+				Name: "Agent", Arguments: map[string]any{"prompt": "Take notes. " + PromptScript(Script{Turns: []Turn{{Say: "inner"}}})}}}}}})) +
+				`}],` + msgTools + `}`,
+			tool: "Agent"},
+		"the subagent's conversation: the inner one": {
+			body: `{"messages":[{"role":"user","content":` + task(PromptScript(Script{Turns: []Turn{{Say: "inner"}}})) + `}],` +
+				msgTools + `}`,
+			say: "inner"},
 		"a side request without tools is not scripted": {
 			body: `{"messages":[{"role":"user","content":` + task(script) + `}]}`, noScript: true},
 		"no script": {body: `{"messages":[{"role":"user","content":"hi"}],` + msgTools + `}`, noScript: true},

@@ -127,6 +127,44 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 		return newWorld(func(p *v1.RuntimePolicy) { p.Spec.Models[0].API = api })
 	}
 
+	It("ClaudeCode's subagent is charged to the attempt's grant, and exhausting it inside the subagent finalizes the run", func() {
+		w := harnessWorld(v1.HarnessClaudeCode)
+		name := "claude-subagent"
+		// The subagent (Claude Code's Agent tool) takes notes on its own
+		// script, through the same door with the same token.
+		sub := upstream.PromptScript(upstream.Script{Turns: []upstream.Turn{
+			{Tools: []upstream.ToolCall{note("toolu_31")}, Tokens: 300},
+			{Tools: []upstream.ToolCall{note("toolu_32")}, Tokens: 300},
+			{Tools: []upstream.ToolCall{note("toolu_33")}, Tokens: 300},
+			{Say: "Notes taken.", Tokens: 100},
+		}})
+		budget := within
+		budget.ModelRequests, budget.OutputReserve.ModelRequests = 7, 4 // a working grant of 3
+		harnessRun(w, name, v1.HarnessClaudeCode, upstream.Script{
+			Turns: []upstream.Turn{
+				{Tools: []upstream.ToolCall{{ID: "toolu_30", Name: "Agent", Arguments: map[string]any{
+					"description": "take notes", "subagent_type": "general-purpose", "prompt": "Take notes. " + sub}}}, Tokens: 300},
+				{Say: "The subagent is done.", Tokens: 100},
+			},
+			Finalize: []upstream.Turn{
+				{Tools: []upstream.ToolCall{publish}, Tokens: 300},
+				{Say: "Published what I have.", Tokens: 100},
+			},
+		}, budget)
+		run := w.eventually(name, v1.PhaseTerminated, "")
+		Expect(run.Status.Reason).To(Equal(v1.ReasonBudgetExhausted), "message: %s", run.Status.Message)
+		Expect(w.phaseSequence(name)).To(Equal([]v1.Phase{v1.PhaseRunning, v1.PhaseFinalizing, v1.PhaseTerminated}))
+		fin := w.when(name, v1.PhaseFinalizing)
+		Expect(fin.Status.Budget.Used.ModelRequests).To(BeEquivalentTo(3),
+			"the parent's first turn and the subagent's two filled the working grant")
+		w.factsSettled(name, 1)
+		Expect(w.attemptUsage(name).ModelRequests).To(BeNumerically("<=", budget.ModelRequests))
+		Expect(w.attemptUsage(name).ToolCalls).To(BeNumerically(">=", 1), "the subagent's door calls, on the same attempt")
+		Expect(w.sections(name)).To(HaveLen(1), "published from the reserve")
+		r := result(w, name)
+		Expect(r.Subagents).To(Equal(1), "result: %+v", r)
+	})
+
 	for _, h := range []v1.HarnessType{v1.HarnessClaudeCode, v1.HarnessCodex} {
 		prefix := map[v1.HarnessType]string{v1.HarnessClaudeCode: "claude", v1.HarnessCodex: "codex"}[h]
 
@@ -152,9 +190,9 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 			w := harnessWorld(h)
 			name := prefix + "-overspend"
 			// A working grant of 2 model requests. The CLI does not know
-			// the run is finalizing: what it asks next is served from the
-			// reserve (and the door refuses its research tools), until it
-			// exits; then the launcher's finalize round publishes.
+			// the run is finalizing: its next request (purpose research) is
+			// refused, it exits, and the launcher's finalize round (purpose
+			// output) publishes from the reserve.
 			tight := within
 			tight.ModelRequests, tight.OutputReserve.ModelRequests = 6, 4
 			harnessRun(w, name, h, upstream.Script{
@@ -177,6 +215,7 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 			Expect(w.report(name).Data[w.sections(name)[0]]).To(ContainSubstring("Raft everywhere"))
 			r := result(w, name)
 			Expect(r.FinalizeRounds).To(Equal(1), "result: %+v", r)
+			Expect(r.ExitCode).To(BeZero(), "the reserve was left for the finalize round: %+v", r)
 		})
 
 		It(string(h)+" in Plan mode is offered no write: the CLI runs read-only and the door withholds the tool", func() {
