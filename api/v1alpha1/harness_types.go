@@ -29,6 +29,21 @@ const (
 	HarnessCodex HarnessType = "Codex"
 )
 
+// HarnessPolicy is a RuntimePolicy's rules for coding harnesses.
+type HarnessPolicy struct {
+	// disallowedTools are the harness's own tools (not door tools) its CLI
+	// must not use, in Claude Code's permission rule syntax (e.g. WebFetch,
+	// Bash(curl:*)): passed to Claude Code as --disallowedTools. Codex has
+	// no per-tool list: its sandbox (from the session's mode) is its
+	// control.
+	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:items:MinLength=1
+	// +kubebuilder:validation:items:MaxLength=256
+	// +listType=set
+	// +optional
+	DisallowedTools []string `json:"disallowedTools,omitempty"`
+}
+
 // Harness runs a coding agent CLI as the run's agent. The operator adds
 // the attempt pod's agent container from it: the image's harness launcher
 // (agentrun-harness) points the CLI's model provider and MCP server at the

@@ -147,6 +147,9 @@ type PolicySnapshot struct {
 	// defaults (EventRetention.Age, Bytes).
 	// +optional
 	Events EventRetention `json:"events,omitzero"`
+	// harness is the policy's rules for coding harnesses.
+	// +optional
+	Harness *HarnessPolicy `json:"harness,omitempty"`
 }
 
 // RunAttemptSpec is written only by the operator: everything the agent needs,

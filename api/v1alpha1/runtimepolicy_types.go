@@ -560,6 +560,11 @@ type RuntimePolicySpec struct {
 	// relays. Unset: a Compress directive is only advice to the agent.
 	// +optional
 	Compression *Compression `json:"compression,omitempty"`
+	// harness governs the coding harnesses (a run's spec.harness) under
+	// this policy, as defence in depth inside the pod: the gateway governs
+	// their model requests and door tools whatever this says.
+	// +optional
+	Harness *HarnessPolicy `json:"harness,omitempty"`
 	// templateSources lists what of the namespace a run's pod template may
 	// reference beyond ConfigMaps. Unset: no Secret, PersistentVolumeClaim,
 	// inline CSI or generic ephemeral volume at all. Whatever it allows, the

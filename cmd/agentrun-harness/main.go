@@ -126,8 +126,8 @@ func run(ctx context.Context, extra []string) int {
 		Type:    v1alpha1.HarnessType(os.Getenv(runpod.EnvHarness)),
 		Gateway: strings.TrimSuffix(os.Getenv(gatewayapi.EnvGatewayURL), "/"),
 		Model:   model, Mode: view.Mode, Goal: view.Goal, Launcher: self, Args: extra,
-		CAFile: os.Getenv(gatewayapi.EnvCAFile),
-		Home:   filepath.Join(os.TempDir(), "agentrun-home"), Work: filepath.Join(os.TempDir(), "work"),
+		CAFile: os.Getenv(gatewayapi.EnvCAFile), DisallowedTools: view.HarnessDisallowedTools,
+		Home: filepath.Join(os.TempDir(), "agentrun-home"), Work: filepath.Join(os.TempDir(), "work"),
 	}
 	inv, err := harness.Launch(s)
 	if err != nil {
@@ -139,7 +139,7 @@ func run(ctx context.Context, extra []string) int {
 	go heartbeat(hb, a, view.HeartbeatSeconds)
 
 	res := harness.Result{Harness: s.Type}
-	logf("starting %s (%s, model %q, mode %s)", inv.Name, s.Type, model, view.Mode)
+	logf("starting %s (%s, model %q, mode %s, disallowed %v)", inv.Name, s.Type, model, view.Mode, s.DisallowedTools)
 	res.ExitCode = invoke(ctx, s, inv, &res)
 	if v, err := settled(ctx, a, res); err == nil && harness.NeedsFinalize(v, res) {
 		logf("the run is finalizing and nothing is published: one round from the output reserve")

@@ -678,6 +678,9 @@ func (k *keeper) viewLocked() gatewayapi.Attempt {
 	if k.deleted {
 		v.Phase = v1alpha1.PhaseTerminated
 	}
+	if h := spec.Policy.Harness; h != nil {
+		v.HarnessDisallowedTools = slices.Clone(h.DisallowedTools)
+	}
 	for _, m := range spec.Policy.Models {
 		v.Models = append(v.Models, m.Name)
 	}

@@ -62,6 +62,8 @@ type Setup struct {
 	Launcher string
 	// Args are the run's extra CLI arguments (spec.harness.args).
 	Args []string
+	// DisallowedTools are the policy's harness tools the CLI must not use.
+	DisallowedTools []string
 }
 
 // Invocation is one run of the CLI.
@@ -148,6 +150,9 @@ func claude(s Setup, purpose string, head []string) Invocation {
 		}
 	}
 	args = append(args, claudeMode(s.Mode)...)
+	if len(s.DisallowedTools) > 0 {
+		args = append(args, "--disallowedTools", strings.Join(s.DisallowedTools, ","))
+	}
 	args = append(args, s.Args...)
 	return Invocation{
 		Name: "claude",

@@ -27,7 +27,7 @@ import (
 
 func setup(t v1alpha1.HarnessType, mode v1alpha1.PermissionMode) Setup {
 	return Setup{Type: t, Gateway: "https://gw:8443", Model: "m", Mode: mode, Goal: "do it",
-		Home: "/tmp/h", Work: "/tmp/w", CAFile: "/ca.crt", Launcher: "/usr/local/bin/agentrun-harness", Args: []string{"--max-turns", "9"}}
+		Home: "/tmp/h", Work: "/tmp/w", CAFile: "/ca.crt", DisallowedTools: []string{"WebFetch", "Bash(curl:*)"}, Launcher: "/usr/local/bin/agentrun-harness", Args: []string{"--max-turns", "9"}}
 }
 
 // after is the argument after flag in args ("" when absent).
@@ -65,6 +65,9 @@ func TestClaudeCodeLaunch(t *testing.T) {
 		}
 		if !strings.Contains(after(a, "--append-system-prompt"), gatewayapi.ToolReportPublish) {
 			t.Errorf("%s: no publish instruction", mode)
+		}
+		if got := after(a, "--disallowedTools"); got != "WebFetch,Bash(curl:*)" {
+			t.Errorf("%s: --disallowedTools %q", mode, got)
 		}
 		if a[len(a)-2] != "--max-turns" || a[len(a)-1] != "9" {
 			t.Errorf("%s: the run's args are not last: %q", mode, a)

@@ -36,6 +36,7 @@ func TestAttemptSpec(t *testing.T) {
 	}}
 	policy := &v1alpha1.RuntimePolicy{ObjectMeta: metav1.ObjectMeta{Name: "p"}, Spec: v1alpha1.RuntimePolicySpec{
 		DefaultMode: v1alpha1.ModePlan, Models: []v1alpha1.Model{{Name: "m", BaseURL: "https://x"}},
+		Harness: &v1alpha1.HarnessPolicy{DisallowedTools: []string{"WebFetch"}},
 	}}
 	prev := &v1alpha1.RunAttempt{Spec: v1alpha1.RunAttemptSpec{Policy: v1alpha1.PolicySnapshot{Name: "old"}}}
 	d := Decision{Grant: v1alpha1.Grant{ModelRequests: 3}}
@@ -76,6 +77,9 @@ func TestAttemptSpec(t *testing.T) {
 			}
 			if got.HardDeadline == nil || !got.HardDeadline.Equal(&metav1.Time{Time: start.Add(time.Hour + DefaultFinalizationGrace)}) {
 				t.Errorf("hard deadline = %v, want start + 1h + the default finalization grace", got.HardDeadline)
+			}
+			if tc.wantPolicy == "p" && (got.Policy.Harness == nil || got.Policy.Harness.DisallowedTools[0] != "WebFetch") {
+				t.Errorf("the harness rules not in the snapshot: %+v", got.Policy.Harness)
 			}
 			if tc.wantPolicy == "p" && len(got.Policy.Models) != 1 {
 				t.Errorf("models not in the snapshot: %+v", got.Policy)

@@ -247,6 +247,9 @@ type Attempt struct {
 	Superseded bool `json:"superseded,omitempty"`
 	// Mode is the session's current permission mode.
 	Mode v1alpha1.PermissionMode `json:"mode,omitempty"`
+	// HarnessDisallowedTools are the policy's harness tools the CLI must
+	// not use (spec.harness.disallowedTools of the RuntimePolicy).
+	HarnessDisallowedTools []string `json:"harnessDisallowedTools,omitempty"`
 	// Grant is the attempt's allowance (absolute counters of its own usage).
 	Grant v1alpha1.Grant `json:"grant"`
 	// Used is what the gateway counted: dispatched model requests (failed

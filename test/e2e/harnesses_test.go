@@ -122,9 +122,14 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 
 	// harnessWorld serves model "scripted" in the harness's own API, as
 	// its provider would.
-	harnessWorld := func(h v1.HarnessType) *world {
+	harnessWorld := func(h v1.HarnessType, more ...func(*v1.RuntimePolicy)) *world {
 		api := map[v1.HarnessType]v1.ModelAPI{v1.HarnessClaudeCode: v1.ModelAPIAnthropicMessages, v1.HarnessCodex: v1.ModelAPIOpenAIResponses}[h]
-		return newWorld(func(p *v1.RuntimePolicy) { p.Spec.Models[0].API = api })
+		return newWorld(func(p *v1.RuntimePolicy) {
+			p.Spec.Models[0].API = api
+			for _, m := range more {
+				m(p)
+			}
+		})
 	}
 
 	It("ClaudeCode's subagent is charged to the attempt's grant, and exhausting it inside the subagent finalizes the run", func() {
@@ -219,7 +224,9 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 		})
 
 		It(string(h)+" in Plan mode is offered no write: the CLI runs read-only and the door withholds the tool", func() {
-			w := harnessWorld(h)
+			w := harnessWorld(h, func(p *v1.RuntimePolicy) {
+				p.Spec.Harness = &v1.HarnessPolicy{DisallowedTools: []string{"WebFetch"}}
+			})
 			w.newSession("plan", v1.ModePlan)
 			name := prefix + "-plan"
 			harnessRun(w, name, h, upstream.Script{Turns: []upstream.Turn{
@@ -232,7 +239,7 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 			Expect(w.attemptUsage(name).ToolCalls).To(BeZero(), "no write reached the door")
 			pod := podDone(w.ns, attemptName(name, 1))
 			Expect(pod.Spec.Containers[0].Env).To(ContainElement(HaveField("Name", runpod.EnvHarness)))
-			Expect(podLogs(w, name)).To(ContainSubstring("mode Plan"))
+			Expect(podLogs(w, name)).To(And(ContainSubstring("mode Plan"), ContainSubstring("disallowed [WebFetch]")))
 		})
 
 		It(string(h)+" waits for the approval of a High-risk door tool, given with kubectl agentrun approve", func() {
