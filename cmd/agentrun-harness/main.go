@@ -101,6 +101,7 @@ func logf(format string, a ...any) {
 
 // run launches the CLI and returns the exit code to exit with.
 func run(ctx context.Context, extra []string) int {
+	started := time.Now().UTC()
 	a, err := agent.New(agent.ConfigFromEnv())
 	if err != nil {
 		logf("%v", err)
@@ -138,7 +139,7 @@ func run(ctx context.Context, extra []string) int {
 	defer stopHB()
 	go heartbeat(hb, a, view.HeartbeatSeconds)
 
-	res := harness.Result{Harness: s.Type}
+	res := harness.Result{Harness: s.Type, StartedAt: &started}
 	logf("starting %s (%s, model %q, mode %s, disallowed %v)", inv.Name, s.Type, model, view.Mode, s.DisallowedTools)
 	res.ExitCode = invoke(ctx, s, inv, &res)
 	if v, err := settled(ctx, a, res); err == nil && harness.NeedsFinalize(v, res) {

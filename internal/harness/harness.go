@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/agentrun-dev/agentrun/api/v1alpha1"
 	"github.com/agentrun-dev/agentrun/pkg/gatewayapi"
@@ -236,6 +237,10 @@ func codexSandbox(m v1alpha1.PermissionMode) string {
 // Result is what a CLI's last output line says about its run.
 type Result struct {
 	Harness v1alpha1.HarnessType `json:"harness"`
+	// StartedAt is when the launcher started (the container's start, to
+	// the millisecond): with the gateway's first model request, the CLI's
+	// start-up cost.
+	StartedAt *time.Time `json:"startedAt,omitempty"`
 	// ExitCode is the CLI's.
 	ExitCode int `json:"exitCode"`
 	// Subtype and TerminalReason are Claude Code's (success,

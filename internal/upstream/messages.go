@@ -93,7 +93,7 @@ func (s *Server) messages(w http.ResponseWriter, r *http.Request) {
 	}
 	turn := req.Turn
 	if turn == nil {
-		turn = promptedTurn(body)
+		turn = s.prompted(body)
 	}
 	if turn == nil {
 		turn = defaultTurn(request{Messages: req.Messages}, len(body))

@@ -88,7 +88,7 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request) {
 	}
 	turn := req.Turn
 	if turn == nil {
-		turn = promptedTurn(body)
+		turn = s.prompted(body)
 	}
 	if turn == nil {
 		turn = defaultTurn(request{Messages: lastInput(req.Input)}, len(body))

@@ -21,6 +21,7 @@ import (
 	"encoding/json"
 	"regexp"
 	"strings"
+	"time"
 )
 
 // Prompted scripts. An unmodified agent (Claude Code, Codex) cannot add a
@@ -72,12 +73,40 @@ type entry struct {
 	text      string
 }
 
+// prompted is promptedTurn, noting when each script's first request
+// arrived (FirstPrompted).
+func (s *Server) prompted(body []byte) *Turn {
+	t, key := promptedTurn(body)
+	if key != "" {
+		now := time.Now()
+		s.mu.Lock()
+		if s.firstPrompted == nil {
+			s.firstPrompted = map[string]time.Time{}
+		}
+		if _, ok := s.firstPrompted[key]; !ok {
+			s.firstPrompted[key] = now
+		}
+		s.mu.Unlock()
+	}
+	return t
+}
+
+// FirstPrompted is when the first request carrying script arrived (the
+// zero time: none did): an agent's first model request, for measuring its
+// start-up.
+func (s *Server) FirstPrompted(script Script) time.Time {
+	raw, _ := json.Marshal(script)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.firstPrompted[string(raw)]
+}
+
 // promptedTurn is the turn a prompted script gives a request's body (nil:
-// none does).
-func promptedTurn(body []byte) *Turn {
+// none does), and the script's JSON ("": no script).
+func promptedTurn(body []byte) (*Turn, string) {
 	// The markers' name, as JSON may escape the brackets (\u003c).
 	if !bytes.Contains(body, []byte("agentrun-script")) {
-		return nil
+		return nil, ""
 	}
 	var req struct {
 		Tools    []json.RawMessage `json:"tools"`
@@ -86,21 +115,22 @@ func promptedTurn(body []byte) *Turn {
 		System   json.RawMessage   `json:"system"`
 	}
 	if json.Unmarshal(body, &req) != nil || len(req.Tools) == 0 {
-		return nil
+		return nil, ""
 	}
 	conv := conversation(req.Messages, req.Input)
 	var script *Script
+	var key string
 	for _, e := range conv {
 		if m := scriptPattern.FindStringSubmatch(e.text); m != nil && !e.assistant {
 			var s Script
 			if json.Unmarshal([]byte(m[1]), &s) == nil {
-				script = &s
+				script, key = &s, m[1]
 				break
 			}
 		}
 	}
 	if script == nil {
-		return nil
+		return nil, ""
 	}
 	turns, from := script.Turns, 0
 	for i, e := range conv {
@@ -115,7 +145,7 @@ func promptedTurn(body []byte) *Turn {
 		}
 	}
 	if n >= len(turns) {
-		return nil
+		return nil, key
 	}
 	t := turns[n]
 	names := toolNames(req.Tools)
@@ -123,7 +153,7 @@ func promptedTurn(body []byte) *Turn {
 	for i := range t.Tools {
 		t.Tools[i].Namespace, t.Tools[i].Name = matchTool(t.Tools[i].Name, names)
 	}
-	return &t
+	return &t, key
 }
 
 // conversation reads chat or Messages messages, or Responses input items.

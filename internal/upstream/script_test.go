@@ -80,7 +80,7 @@ func TestPromptedTurn(t *testing.T) {
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			got := promptedTurn([]byte(c.body))
+			got, _ := promptedTurn([]byte(c.body))
 			switch {
 			case c.noScript:
 				if got != nil {

@@ -112,6 +112,9 @@ type Server struct {
 
 	mu     sync.Mutex
 	models []string // the model of each chat completion request, in order
+	// firstPrompted is when a request of each prompted script (by its
+	// JSON) first arrived.
+	firstPrompted map[string]time.Time
 }
 
 // maxLogged bounds the request log.
@@ -178,7 +181,7 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request) {
 	}
 	turn := req.Turn
 	if turn == nil {
-		turn = promptedTurn(body)
+		turn = s.prompted(body)
 	}
 	if turn == nil {
 		turn = defaultTurn(req, len(body))

@@ -20,6 +20,7 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,10 +177,11 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 		It(string(h)+" completes a run and publishes its answer through the door", func() {
 			w := harnessWorld(h)
 			name := prefix + "-complete"
-			harnessRun(w, name, h, upstream.Script{Turns: []upstream.Turn{
+			script := upstream.Script{Turns: []upstream.Turn{
 				{Tools: []upstream.ToolCall{publish}, Tokens: 300},
-				{Say: "Published the findings.", Tokens: 200},
-			}}, within)
+				{Say: "Published the findings (" + prefix + ").", Tokens: 200}, // a script of this run only
+			}}
+			harnessRun(w, name, h, script, within)
 			run := w.terminated(name, v1.ReasonCompleted, v1.SettlementComplete)
 			Expect(run.Status.Budget.Used.ModelRequests).To(BeNumerically(">=", 2))
 			Expect(run.Status.Budget.Used.ToolCalls).To(BeEquivalentTo(1))
@@ -189,6 +191,13 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 			Expect(r.Harness).To(Equal(h))
 			Expect(r.ExitCode).To(BeZero())
 			Expect(r.IsError).To(BeFalse(), "result: %+v", r)
+			// The attempt's start-up cost: the container's start (the
+			// launcher's) to the CLI's first model request at the provider.
+			first := st.Upstream.FirstPrompted(script)
+			Expect(r.StartedAt).NotTo(BeNil())
+			Expect(first).To(BeTemporally(">", *r.StartedAt))
+			AddReportEntry(string(h)+" start-up (container start to first model request)", first.Sub(*r.StartedAt).String())
+			_, _ = fmt.Fprintf(GinkgoWriter, "%s start-up: %s\n", h, first.Sub(*r.StartedAt).Round(time.Millisecond))
 		})
 
 		It(string(h)+" is refused at the grant mid-task and finalizes from the reserve", func() {
