@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 package main
 
 import (
@@ -208,7 +207,7 @@ func (im image) writeOCI(w io.Writer, ref string) error {
 	}
 	manifestDesc := describe("application/vnd.oci.image.manifest.v1+json", manifest)
 	manifestDesc.Annotations = map[string]string{
-		"io.containerd.image.name":         ref,
+		"io.containerd.image.name":          ref,
 		"org.opencontainers.image.ref.name": ref[strings.LastIndex(ref, ":")+1:],
 	}
 	index, err := json.Marshal(map[string]any{

@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Command realnode is the Go half of hack/realnode: it builds the project's
 // images without a registry or a container engine, and forwards a port of
 // this machine into the real node's network namespace.

@@ -14,7 +14,6 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-
 // Package netns makes sockets inside another network namespace, such as the
 // real node's (hack/realnode): a socket stays in the namespace it was made
 // in, so only its creation runs there, on an OS thread locked for it and
