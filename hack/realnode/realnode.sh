@@ -8,6 +8,7 @@
 #   hack/realnode/realnode.sh install   CoreDNS, then `helm install` of charts/agentrun with the local images
 #   hack/realnode/realnode.sh down      stop everything and remove every trace; verify the host is untouched
 #   hack/realnode/realnode.sh status    say whether a node is up
+#   hack/realnode/realnode.sh exec CMD  run CMD inside the node's namespaces (e.g. ctr, or cat /proc/PID/status)
 #
 # Everything runs in one pid, mount and network namespace, held by a pause process:
 #   - network: the node's IP on a veth whose peer stays in the namespace too (no route out), nothing on the host's network
@@ -459,7 +460,12 @@ case "${1:-}" in
 up) up ;;
 images) images ;;
 install) install ;;
+exec)
+	shift
+	[[ -n "$(holder_pid)" ]] || die "no node is up"
+	in_node "$@"
+	;;
 down) down ;;
 status) status ;;
-*) die "usage: $0 up|images|install|down|status" ;;
+*) die "usage: $0 up|images|install|down|status|exec CMD" ;;
 esac
