@@ -121,8 +121,9 @@ func inNode(args ...string) (string, error) {
 
 // kubectl runs the toolchain's kubectl against the node, with kubectl-agentrun on its PATH.
 func kubectl(args ...string) (string, error) {
-	cmd := exec.Command(filepath.Join(toolchainDir(), "kubectl"), append([]string{"--kubeconfig", kubeconfig()}, args...)...)
-	cmd.Env = append(os.Environ(), "PATH="+pluginDir()+":"+os.Getenv("PATH"))
+	cmd := exec.Command(filepath.Join(toolchainDir(), "kubectl"), args...)
+	// KUBECONFIG, not --kubeconfig: kubectl takes no flags before a plugin's name.
+	cmd.Env = append(os.Environ(), "PATH="+pluginDir()+":"+os.Getenv("PATH"), "KUBECONFIG="+kubeconfig())
 	out, err := cmd.CombinedOutput()
 	return string(out), err
 }
