@@ -60,6 +60,8 @@ var (
 	cl client.Client
 	// provider is the scripted model provider the sample policy's "scripted" model points at.
 	provider = &upstream.Server{}
+	// firstSeen serves the provider and notes when each run's first model request arrived.
+	firstSeen = &marks{next: provider, seen: map[string]time.Time{}}
 	// state is the node's state directory (REALNODE_STATE).
 	state = envOr("REALNODE_STATE", "/var/tmp/agentrun-realnode")
 	// script is hack/realnode/realnode.sh.
@@ -164,7 +166,7 @@ func setup() error {
 	if err != nil {
 		return fmt.Errorf("serving the provider in the node: %w", err)
 	}
-	go func() { _ = (&http.Server{Handler: provider, ReadHeaderTimeout: 10 * time.Second}).Serve(l) }()
+	go func() { _ = (&http.Server{Handler: firstSeen, ReadHeaderTimeout: 10 * time.Second}).Serve(l) }()
 	return providerService(context.Background())
 }
 
