@@ -83,7 +83,8 @@ func getRun(g Gomega, ns, name string) *v1alpha1.ResearchRun {
 	return run
 }
 
-// awaiting returns the action ids the run's attempts wait on.
+// awaiting returns the action ids the run's attempts wait on, each as ATTEMPT/ID: an action an
+// earlier attempt had approved (scope Once) is asked for again by the attempt that replaces it.
 func awaiting(g Gomega, ns, run string) []string {
 	var list v1alpha1.RunAttemptList
 	g.Expect(cl.List(context.Background(), &list, client.InNamespace(ns),
@@ -91,7 +92,7 @@ func awaiting(g Gomega, ns, run string) []string {
 	var ids []string
 	for _, ra := range list.Items {
 		for _, a := range ra.Status.AwaitingApproval {
-			ids = append(ids, a.ActionID)
+			ids = append(ids, ra.Name+"/"+a.ActionID)
 		}
 	}
 	return ids
@@ -120,13 +121,14 @@ func approveAll(g Gomega, ns, run string) *v1alpha1.ResearchRun {
 	approved := map[string]bool{}
 	var r *v1alpha1.ResearchRun
 	g.Eventually(func(g Gomega) {
-		for _, id := range awaiting(g, ns, run) {
-			if approved[id] {
+		for _, key := range awaiting(g, ns, run) {
+			if approved[key] {
 				continue
 			}
+			_, id, _ := strings.Cut(key, "/")
 			out, err := kubectl("agentrun", "approve", "-n", ns, run, id, "--comment", "real node")
 			g.Expect(err).NotTo(HaveOccurred(), "kubectl agentrun approve: %s", out)
-			approved[id] = true
+			approved[key] = true
 		}
 		r = getRun(g, ns, run)
 		g.Expect(r.Status.Phase).To(Equal(v1alpha1.PhaseTerminated))
