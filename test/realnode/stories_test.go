@@ -151,6 +151,11 @@ func TestSampleRunCompletesFromKubectlApply(t *testing.T) {
 	url := envValue(agent, gatewayapi.EnvGatewayURL)
 	g.Expect(url).To(HavePrefix("https://agentrun-gateway."+operatorNamespace+".svc"),
 		"the attempt pod reaches the gateway by its Service's DNS name")
+	// That Service keeps an attempt's traffic on its node's gateway (kube-proxy honours it).
+	svc := &corev1.Service{}
+	g.Expect(cl.Get(context.Background(), client.ObjectKey{Namespace: operatorNamespace, Name: "agentrun-gateway"}, svc)).
+		To(Succeed())
+	g.Expect(svc.Spec.InternalTrafficPolicy).To(HaveValue(Equal(corev1.ServiceInternalTrafficPolicyLocal)))
 
 	run := approveAll(g, ns, sampleRun)
 	g.Expect(run.Status.Reason).To(Equal(v1alpha1.ReasonCompleted), "message: %s", run.Status.Message)
