@@ -105,7 +105,7 @@ func imageCmd(args []string) error {
 
 // fromDockerfile builds the Go binaries the Dockerfile's builder stage
 // makes, as it makes them (static, trimmed, stripped), from the Dockerfile's
-// directory, and returns the target stage's image with its files pointing at
+// build context (its directory less .dockerignore), and returns the target stage's image with its files pointing at
 // them.
 func fromDockerfile(dockerfile, target string) (image, error) {
 	f, err := os.Open(dockerfile)
@@ -121,6 +121,11 @@ func fromDockerfile(dockerfile, target string) (image, error) {
 	if err != nil {
 		return image{}, err
 	}
+	// The build sees what `COPY . .` gives the Dockerfile: the context less its .dockerignore.
+	context := filepath.Join(tmp, "context")
+	if err := copyContext(filepath.Dir(dockerfile), context); err != nil {
+		return image{}, fmt.Errorf("build context: %w", err)
+	}
 	// One go build for every binary of the stage: it shares the work between them. Each lands
 	// in tmp under its package directory's name.
 	args := []string{"build", "-trimpath", "-ldflags=-s -w", "-o", tmp + "/"}
@@ -128,7 +133,7 @@ func fromDockerfile(dockerfile, target string) (image, error) {
 		args = append(args, b.binaries[src])
 	}
 	cmd := exec.Command("go", args...)
-	cmd.Dir = filepath.Dir(dockerfile)
+	cmd.Dir = context
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Run(); err != nil {
