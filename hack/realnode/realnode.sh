@@ -250,7 +250,11 @@ setup_namespaces() {
 
 up() {
 	[[ $EUID -eq 0 ]] || die "run as root"
-	[[ -z "$(holder_pid)" ]] || die "a node is up already ($STATE); run '$0 down' first"
+	if [[ -n "$(holder_pid)" ]]; then
+		[[ ! -e "/proc/$(holder_pid)" ]] || die "a node is up already ($STATE); run '$0 down' first"
+		log "the node of $STATE is gone; cleaning up after it"
+		down
+	fi
 	ensure_packages
 	toolchain
 	local t0=$SECONDS
