@@ -93,6 +93,11 @@ verify: manifests generate ## Regenerate everything, fail on drift; go vet; gola
 test-e2e: envtest-assets ## Run the e2e suite: the local stack with real operator and agent processes.
 	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test -tags=e2e -count=1 ./test/e2e/ -v -timeout 30m
 
+.PHONY: test-node
+test-node: ## Run the real-node suite (test/realnode, as root): kubelet, containerd and runc, the project's images, helm install of charts/agentrun (docs/realnode.md).
+	WITH_NODE=1 WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION) >/dev/null
+	go test -tags=realnode -count=1 ./test/realnode/ -v -timeout 30m
+
 .PHONY: chaos
 chaos: envtest-assets ## Run the chaos suite in full (test/chaos; CHAOS_SCENARIOS=a,b picks scenarios) and write docs/reliability.md.
 	AGENTRUN_CHAOS=full AGENTRUN_CHAOS_WRITE=1 AGENTRUN_CHAOS_SCENARIOS="$(CHAOS_SCENARIOS)" KUBEBUILDER_ASSETS="$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go test ./test/chaos/ -run TestChaos -count=1 -v -timeout 4h

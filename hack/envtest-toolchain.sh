@@ -9,6 +9,8 @@
 #   2. setup-envtest download                       (needs the internet)
 #   3. build them from their Go modules             (needs only the Go module proxy)
 #      kube-apiserver, kubectl, kube-controller-manager: hack/toolchain/kube (k8s.io/kubernetes)
+#      with WITH_NODE=1 also kubelet, kube-scheduler, kube-proxy (hack/realnode's node, same module)
+#      and coredns (the real node's cluster DNS):     hack/toolchain/coredns (github.com/coredns/coredns)
 #      etcd:                                         hack/toolchain/etcd (go.etcd.io/etcd/server/v3)
 #      versioned with -ldflags so `kube-apiserver --version` tells the truth, and written into
 #      setup-envtest's own store (~/.local/share/kubebuilder-envtest/k8s/<version>-<os>-<arch>),
@@ -37,7 +39,9 @@ SETUP_ENVTEST="${SETUP_ENVTEST:-$LOCALBIN/setup-envtest}"
 have_all() {
 	[[ -x "$1/kube-apiserver" && -x "$1/etcd" && -x "$1/kubectl" ]] || return 1
 	# The benchmark also needs the Job controller's binary.
-	[[ "${WITH_CONTROLLER_MANAGER:-0}" != 1 || -x "$1/kube-controller-manager" ]]
+	[[ "${WITH_CONTROLLER_MANAGER:-0}" != 1 || -x "$1/kube-controller-manager" ]] || return 1
+	# hack/realnode also runs a node: the kubelet, the scheduler and kube-proxy.
+	[[ "${WITH_NODE:-0}" != 1 || ( -x "$1/kubelet" && -x "$1/kube-scheduler" && -x "$1/kube-proxy" && -x "$1/coredns" ) ]]
 }
 
 # 1. Already in the store (from an earlier download or build).
@@ -91,6 +95,17 @@ for cmd in kube-apiserver kubectl; do
 done
 if [[ "${WITH_CONTROLLER_MANAGER:-0}" == 1 && ! -x "$DEST/kube-controller-manager" ]]; then
 	build_kube kube-controller-manager
+fi
+if [[ "${WITH_NODE:-0}" == 1 ]]; then
+	for cmd in kube-controller-manager kube-scheduler kubelet kube-proxy; do
+		[[ -x "$DEST/$cmd" ]] || build_kube "$cmd"
+	done
+	if [[ ! -x "$DEST/coredns" ]]; then
+		log "building coredns from github.com/coredns/coredns (hack/toolchain/coredns: its plugins only)"
+		start=$SECONDS
+		(cd hack/toolchain/coredns && CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$TMP/coredns" .)
+		log "built coredns in $((SECONDS - start))s"
+	fi
 fi
 
 if [[ ! -x "$DEST/etcd" ]]; then

@@ -61,6 +61,10 @@ const (
 	// token and the gateway's CA, mounted read-only at GatewayMountPath in
 	// every container.
 	GatewayVolume = "agentrun-gateway"
+	// GatewayFSGroup is the pod's fsGroup when its template sets none: the group that owns the
+	// gateway volume's token and CA (mode 0440) and that every container of the pod holds, so an
+	// agent whose user comes from its image (e.g. distroless's nonroot, 65532) reads them.
+	GatewayFSGroup = 65532
 	// GatewayMountPath is where the gateway volume is mounted.
 	GatewayMountPath = "/var/run/secrets/agentrun.dev/gateway"
 	// GatewayTokenFile and GatewayCAFile are the files in it.
@@ -291,6 +295,11 @@ func addGateway(spec *corev1.PodSpec, gw Gateway) {
 			LocalObjectReference: corev1.LocalObjectReference{Name: gw.CAConfigMap},
 			Items:                []corev1.KeyToPath{{Key: GatewayCAFile, Path: GatewayCAFile}},
 		}})
+	}
+	// The kubelet writes the volume's files as root, mode 0440, unless it knows the reader: a
+	// container's user set in the image (USER), not the pod, reads nothing without a group.
+	if spec.SecurityContext != nil && spec.SecurityContext.FSGroup == nil {
+		spec.SecurityContext.FSGroup = new(int64(GatewayFSGroup))
 	}
 	spec.Volumes = slices.DeleteFunc(spec.Volumes, func(v corev1.Volume) bool { return v.Name == GatewayVolume })
 	spec.Volumes = append(spec.Volumes, corev1.Volume{Name: GatewayVolume, VolumeSource: corev1.VolumeSource{

@@ -159,6 +159,8 @@ func TestBuildBare(t *testing.T) {
 			SecurityContext: &corev1.PodSecurityContext{
 				RunAsNonRoot:   new(true),
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+				// The image's user reads the gateway volume through this group.
+				FSGroup: new(int64(GatewayFSGroup)),
 			},
 			Volumes: []corev1.Volume{
 				{Name: scratchVolume, VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{}}},

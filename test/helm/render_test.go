@@ -372,6 +372,8 @@ func TestChartOptionalComponents(t *testing.T) {
 			"kind: NetworkPolicy"},
 		"no disruption budget": {map[string]any{"manager": map[string]any{
 			"podDisruptionBudget": map[string]any{"enabled": false}}}, "kind: PodDisruptionBudget"},
+		// Neither a Certificate or an Issuer nor the injection annotation.
+		"no cert-manager": {map[string]any{"certManager": map[string]any{"enabled": false}}, "cert-manager.io"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			objs, err := renderChart(defaultNamespace, tc.values)

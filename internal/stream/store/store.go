@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -90,7 +91,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 			return nil, err
 		}
 		s.emb = emb
-		url = emb.ClientURL()
+		// In process, never over TLS: the server does not require it of an in-process client,
+		// and a tls:// URL (ClientURL's with ListenTLS) would make the client verify the
+		// listener's certificate against the wildcard address it names, and fail.
+		url = strings.Replace(emb.ClientURL(), "tls://", "nats://", 1)
 		opts = append(opts, nats.InProcessServer(emb.Server()))
 	} else {
 		opts = append(opts, nats.RetryOnFailedConnect(false))
