@@ -39,6 +39,7 @@ import (
 	"github.com/agentrun-dev/agentrun/internal/devstack/stack"
 	"github.com/agentrun-dev/agentrun/internal/harness"
 	"github.com/agentrun-dev/agentrun/internal/runpod"
+	"github.com/agentrun-dev/agentrun/internal/stream"
 	"github.com/agentrun-dev/agentrun/internal/upstream"
 )
 
@@ -197,6 +198,19 @@ var _ = Describe("Coding harnesses: Claude Code and Codex as governed runs", Ord
 			Expect(r.StartedAt).NotTo(BeNil())
 			Expect(first).To(BeTemporally(">", *r.StartedAt))
 			AddReportEntry(string(h)+" start-up (container start to first model request)", first.Sub(*r.StartedAt).String())
+			// The CLI's tool use is in the run's stream, from the model
+			// stream the gateway relayed.
+			viewer, err := st.ViewerToken(ctx, w.ns, "viewer")
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(func() []string {
+				var names []string
+				for _, ev := range exported(viewer, w.ns, name) {
+					if ev.Type == stream.ToolCallStart {
+						names = append(names, ev.ToolCallName)
+					}
+				}
+				return names
+			}, timeout, interval).Should(ContainElement(ContainSubstring("report_publish")))
 			_, _ = fmt.Fprintf(GinkgoWriter, "%s start-up: %s\n", h, first.Sub(*r.StartedAt).Round(time.Millisecond))
 		})
 
