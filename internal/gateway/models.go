@@ -462,7 +462,7 @@ type modelCall struct {
 // dispatch and the count.
 func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keeper,
 	parse func(*http.Request) (*modelCall, *apiError)) {
-	start := g.clock.Now()
+	in := arrivalOf(r.Context(), g.clock.Now())
 	if e := k.enter("model"); e != nil {
 		writeError(w, e)
 		return
@@ -553,7 +553,7 @@ func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keep
 		return
 	}
 	g.metrics.upstreamSeconds.WithLabelValues(m.Name).Observe(upstream.Seconds())
-	g.metrics.addedSeconds.Observe(max(g.clock.Since(start)-upstream, 0).Seconds())
+	g.observeAdded(in, upstream)
 }
 
 // modelCallKey marks the context of a model request's chain: its auth
