@@ -18,6 +18,7 @@ package gateway
 
 import (
 	"context"
+	"math"
 	"net/http"
 	"time"
 
@@ -32,9 +33,10 @@ import (
 // sends it, so that part of a stream is the provider's time. Observed per
 // door: chat, responses, messages.
 
-// addedBuckets resolve the added time from 20 µs to 2 s in steps of about
-// 1.5, so a p99 under a millisecond can be read from the histogram.
-var addedBuckets = prometheus.ExponentialBucketsRange(20e-6, 2, 28)
+// addedBuckets resolve the added time from 31.25 µs to 2 s in steps of √2,
+// one bound at 1 ms, so the share of requests under a millisecond and a p99
+// under it can be read from the histogram.
+var addedBuckets = prometheus.ExponentialBuckets(1e-3/32, math.Sqrt2, 33)
 
 // arrivalKey is the context key of a request's arrival.
 type arrivalKey struct{}
