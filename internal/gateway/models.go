@@ -778,7 +778,8 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 	}
 	var tokens tokenUse
 	reported, done := false, false
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := streamReader(resp.Body)
+	defer releaseStreamReader(br)
 	for {
 		line, err := readLine(br, g.opts.MaxModelResponseBytes)
 		if errors.Is(err, errLineTooLong) {
