@@ -147,15 +147,37 @@ func BenchmarkModelDoor(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				b.ReportAllocs()
 				for b.Loop() {
-					req := httptest.NewRequest(http.MethodPost, w.path, strings.NewReader(body))
+					req, _ := http.NewRequest(http.MethodPost, w.path, strings.NewReader(body))
 					req.Header.Set("Authorization", "Bearer "+gatewaytest.Token)
-					rec := httptest.NewRecorder()
-					h.ServeHTTP(rec, req)
-					if rec.Code != http.StatusOK {
-						b.Fatalf("%s: %d %s", name, rec.Code, rec.Body)
+					out := &discardWriter{header: http.Header{}}
+					h.ServeHTTP(out, req)
+					if out.code != http.StatusOK {
+						b.Fatalf("%s: %d", name, out.code)
 					}
 				}
 			})
 		}
 	}
 }
+
+// discardWriter is a client that reads nothing: the benchmark's answers
+// cost it no copy.
+type discardWriter struct {
+	header http.Header
+	code   int
+}
+
+func (d *discardWriter) Header() http.Header { return d.header }
+
+func (d *discardWriter) WriteHeader(code int) {
+	if d.code == 0 {
+		d.code = code
+	}
+}
+
+func (d *discardWriter) Write(p []byte) (int, error) {
+	d.WriteHeader(http.StatusOK)
+	return len(p), nil
+}
+
+func (d *discardWriter) Flush() {}
