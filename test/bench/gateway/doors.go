@@ -156,6 +156,9 @@ type inProcess struct {
 	Doors      map[string]histogram `json:"doors"`
 	Mallocs    uint64               `json:"mallocs"`
 	TotalAlloc uint64               `json:"totalAlloc"`
+	NumGC      uint32               `json:"numGC"`
+	// PauseTotalNs is the garbage collector's stop-the-world time so far.
+	PauseTotalNs uint64 `json:"pauseTotalNs"`
 }
 
 // histogram is a cumulative histogram: counts[i] observations at most
@@ -192,7 +195,7 @@ func gatherInProcess(reg *prometheus.Registry) inProcess {
 	}
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
-	out.Mallocs, out.TotalAlloc = ms.Mallocs, ms.TotalAlloc
+	out.Mallocs, out.TotalAlloc, out.NumGC, out.PauseTotalNs = ms.Mallocs, ms.TotalAlloc, ms.NumGC, ms.PauseTotalNs
 	return out
 }
 

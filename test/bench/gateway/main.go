@@ -270,6 +270,10 @@ type result struct {
 	// per request over the measurement (runtime.MemStats).
 	AllocsPerReq float64 `json:"gatewayAllocsPerRequest"`
 	KBPerReq     float64 `json:"gatewayKBPerRequest"`
+	// GCPer1k is the gateway's garbage collections per 1,000 requests,
+	// GCPauseMs their stop-the-world time over the measurement.
+	GCPer1k   float64 `json:"gatewayGCsPer1000"`
+	GCPauseMs float64 `json:"gatewayGCPauseMs"`
 }
 
 // The measures of a row.
@@ -537,7 +541,8 @@ func measureWay(hc *http.Client, upURL string, srv *server, w way, stream bool, 
 		RSSMiB:   float64(rss) / (1 << 20),
 		InP50:    h.quantile(0.50), InP99: h.quantile(0.99), InMean: h.Sum / float64(max(h.Count, 1)) * 1000,
 		InUnder1ms: h.under(1e-3), InCount: h.Count,
-		AllocsPerReq: float64(ip1.Mallocs-ip0.Mallocs) / reqs, KBPerReq: float64(ip1.TotalAlloc-ip0.TotalAlloc) / reqs / 1024}
+		AllocsPerReq: float64(ip1.Mallocs-ip0.Mallocs) / reqs, KBPerReq: float64(ip1.TotalAlloc-ip0.TotalAlloc) / reqs / 1024,
+		GCPer1k: float64(ip1.NumGC-ip0.NumGC) / reqs * 1000, GCPauseMs: float64(ip1.PauseTotalNs-ip0.PauseTotalNs) / 1e6}
 	r.AddedP50, r.AddedP99 = r.GwP50-r.DirectP50, r.GwP99-r.DirectP99
 	return r, nil
 }

@@ -92,8 +92,8 @@ func (r report) writeModel(b *strings.Builder) {
 	}
 	fmt.Fprintf(b, "\n| way | measure | rate (req/s) | requests per run | **client-side added p50 / p99 (ms)** | "+
 		"client-side added p99, each run (ms) | **in-process p50 / p99 (ms)** | in-process p99, each run (ms) | "+
-		"in-process mean (ms) | in-process ≤ 1 ms | allocations / KB per request | gateway CPU per 1,000 req (ms) | errors |\n")
-	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+		"in-process mean (ms) | in-process ≤ 1 ms | allocations / KB per request | GCs per 1,000 req | gateway CPU per 1,000 req (ms) | errors |\n")
+	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	keys, rows := byRow(r.Results)
 	for _, k := range keys {
 		rs := rows[k]
@@ -101,7 +101,7 @@ func (r report) writeModel(b *strings.Builder) {
 		for _, x := range rs {
 			errs += x.Errors
 		}
-		fmt.Fprintf(b, "| %s | %s | %d | %.0f | **%.2f / %.2f** | %s | **%.2f / %.2f** | %s | %.3f | %.1f%% | %.0f / %.1f | %.0f | %d |\n",
+		fmt.Fprintf(b, "| %s | %s | %d | %.0f | **%.2f / %.2f** | %s | **%.2f / %.2f** | %s | %.3f | %.1f%% | %.0f / %.1f | %.1f | %.0f | %d |\n",
 			k.way, k.measure, k.rate, median(rs, func(x result) float64 { return float64(x.Requests) }),
 			median(rs, func(x result) float64 { return x.AddedP50 }), median(rs, func(x result) float64 { return x.AddedP99 }),
 			each(rs, func(x result) float64 { return x.AddedP99 }),
@@ -110,6 +110,7 @@ func (r report) writeModel(b *strings.Builder) {
 			median(rs, func(x result) float64 { return x.InMean }),
 			100*median(rs, func(x result) float64 { return x.InUnder1ms }),
 			median(rs, func(x result) float64 { return x.AllocsPerReq }), median(rs, func(x result) float64 { return x.KBPerReq }),
+			median(rs, func(x result) float64 { return x.GCPer1k }),
 			median(rs, func(x result) float64 { return x.CPUPer1k }), errs)
 	}
 	fmt.Fprintf(b, "\nDirect and via-gateway percentiles of each run are in the JSON beside this page.\n\n")
