@@ -14,11 +14,16 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command gateway benchmarks agentrun-gateway's model door: the latency it
-// adds beside a direct call to the same fake upstream (fixed latency), at
-// fixed request rates, non-streaming and streaming (time to first token); its
-// CPU and memory per 1,000 requests and per 100 concurrent streams; and that
-// no request is served beyond a grant when thousands race the limit. Then
+// Command gateway benchmarks agentrun-gateway's model doors: for each way
+// through (each door passed through, each translation pair; doors.go), the
+// latency it adds beside a direct call to the same fake upstream (fixed
+// latency), sent in alternating blocks at a fixed rate, non-streaming and
+// streaming (time to first token), beside the gateway's own added time
+// (agentrun_gateway_added_seconds) read from its process, over several runs
+// (report_model.go); its CPU, allocations and memory per 1,000 requests and
+// per 100 concurrent streams; and that no request is served beyond a grant
+// when thousands race the limit. --gateway-cpus pins the gateway process
+// (taskset), --pprof takes its profiles under load. Then
 // its tool door (tooldoor.go): the latency the MCP door adds beside a direct
 // call to the same tool server, with and without the interceptor chain, and
 // the write-ahead cost of a Write call.

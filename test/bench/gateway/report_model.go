@@ -85,7 +85,8 @@ func (r report) writeModel(b *strings.Builder) {
 		"process of its own; the p99 of each run follows.\n\n",
 		r.DurableAdmission, r.UpstreamLatencyMs, r.Duration, pairBlock, r.Runs)
 	fmt.Fprintf(b, "The machine has 2 cores, shared with other engineers' builds and tests during these runs: the load "+
-		"average (1 minute) before and after each run is below. Driver and upstream on CPUs %s, gateway on CPUs %s.\n\n",
+		"average (1 minute) before and after each run is below. The driver and the upstream may run on CPUs %s, "+
+		"the gateway on CPUs %s (Cpus_allowed_list).\n\n",
 		r.DriverCPUs, r.GatewayCPUs)
 	for _, ri := range r.RunInfo {
 		fmt.Fprintf(b, "- run %d at %s: load average %s before, %s after\n", ri.Run, ri.Date, ri.Load, ri.LoadAfter)
