@@ -82,7 +82,8 @@ func (r report) writeModel(b *strings.Builder) {
 		"stream it is the part before dispatch and after the last event); its p50 and p99 are interpolated in "+
 		"buckets of √2 (as histogram_quantile does), its share at most 1 ms is exact. Allocations are the gateway "+
 		"process's (runtime.MemStats) per request. Each figure is the median of %d runs, each run with a gateway "+
-		"process of its own; the p99 of each run follows.\n\n",
+		"process of its own; the p99 of each run follows. How to read them (on a shared 2-core machine the client-side "+
+		"figure does not hold): [Reading the model door's figures](#reading-the-model-doors-figures).\n\n",
 		r.DurableAdmission, r.UpstreamLatencyMs, r.Duration, pairBlock, r.Runs)
 	fmt.Fprintf(b, "The machine has 2 cores, shared with other engineers' builds and tests during these runs: the load "+
 		"average (1 minute) before and after each run is below. The driver and the upstream may run on CPUs %s, "+
