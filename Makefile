@@ -117,7 +117,7 @@ bench-quick: ## A short smoke of every test/bench workload (about 5 minutes; pri
 	KUBEBUILDER_ASSETS="$$(WITH_CONTROLLER_MANAGER=1 hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION))" go run ./test/bench -quick -no-write $(BENCH_ARGS)
 
 .PHONY: bench-gateway
-bench-gateway: ## Benchmark the gateway's model door (added latency, CPU and RSS, the grant race) and tool door (added latency, chain, write-ahead on a fake and a real API server) (docs/benchmarks-gateway.md).
+bench-gateway: ## Benchmark the gateway's model doors (each door and translation pair, 3 runs: added latency seen by the client and in-process, CPU, allocations, RSS; the grant race) and tool door (added latency, chain, write-ahead on a fake and a real API server) (docs/benchmarks-gateway.md).
 	go build -o bin/gateway-bench ./test/bench/gateway
 	KUBEBUILDER_ASSETS="$${KUBEBUILDER_ASSETS:-$$(hack/envtest-toolchain.sh $(ENVTEST_K8S_VERSION) || true)}" bin/gateway-bench $(GATEWAY_BENCH_ARGS)
 

@@ -416,7 +416,7 @@ func (g *Gateway) attempt(route string, h attemptHandler) http.Handler {
 		}
 		k.begin(route == "watch")
 		defer k.end()
-		h(w, r, k)
+		h(w, withArrival(r, start, route), k)
 		g.metrics.apiSeconds.WithLabelValues(route).Observe(g.clock.Since(start).Seconds())
 	})
 }

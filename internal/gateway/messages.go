@@ -17,7 +17,6 @@ limitations under the License.
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -328,7 +327,8 @@ func (g *Gateway) relayMessages(w http.ResponseWriter, resp *http.Response, k *k
 	var u messagesUsage
 	seen, done := false, false
 	var streamErr string
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := streamReader(resp.Body)
+	defer releaseStreamReader(br)
 	for {
 		line, err := readLine(br, g.opts.MaxModelResponseBytes)
 		if errors.Is(err, errLineTooLong) {

@@ -37,6 +37,8 @@ const (
 	labelSession = "session"
 	labelCode    = "code"
 	labelResult  = "result"
+	// labelDoor is the model door a request came through.
+	labelDoor = "door"
 )
 
 // MaxSessionSeries bounds the (namespace, session) pairs the usage-by-session
@@ -56,7 +58,7 @@ type metrics struct {
 	cost               *prometheus.CounterVec
 	refusals           *prometheus.CounterVec
 	upstreamSeconds    *prometheus.HistogramVec
-	addedSeconds       prometheus.Histogram
+	addedSeconds       *prometheus.HistogramVec
 	apiSeconds         *prometheus.HistogramVec
 	statusWrites       *prometheus.CounterVec
 	statusWriteSeconds prometheus.Histogram
@@ -110,11 +112,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help:    "Time from dispatch to the provider's last byte, by model.",
 			Buckets: prometheus.ExponentialBuckets(0.005, 2, 16),
 		}, []string{fieldModel}),
-		addedSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Name:    "agentrun_gateway_added_seconds",
-			Help:    "Time the gateway adds to a model request (total minus upstream).",
-			Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16),
-		}),
+		addedSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "agentrun_gateway_added_seconds",
+			Help: "Time the gateway adds to a model request, by door (chat, responses, messages): from its arrival " +
+				"to its dispatch, plus from the provider's last byte to the answer's end (added.go).",
+			Buckets: addedBuckets,
+		}, []string{labelDoor}),
 		apiSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "agentrun_gateway_request_seconds",
 			Help:    "Time to serve a gateway request, by route.",

@@ -243,6 +243,9 @@ type chatRequest struct {
 	maxTokens   int64  // as requested, 0 if none
 	choices     int64  // n: completions asked for, 1 if unset
 	conv        string // fingerprint of the conversation's instructions
+	// msgs are the request's messages, decoded once for the fingerprint
+	// and the prompt's shape.
+	msgs []json.RawMessage
 }
 
 // conversationFingerprint hashes what a conversation is about: its system,
@@ -251,6 +254,7 @@ type chatRequest struct {
 // Tool calls that follow the request are fingerprinted in this context.
 func conversationFingerprint(msgs []json.RawMessage) string {
 	h := sha256.New()
+	var b bytes.Buffer
 	for _, raw := range msgs {
 		var m struct {
 			Role    string          `json:"role"`
@@ -261,7 +265,7 @@ func conversationFingerprint(msgs []json.RawMessage) string {
 		}
 		switch m.Role {
 		case "system", "developer", "user":
-			var b bytes.Buffer
+			b.Reset()
 			if json.Compact(&b, m.Content) != nil {
 				b.Reset()
 				b.Write(m.Content)
@@ -307,11 +311,10 @@ func parseChat(r *http.Request) (*chatRequest, *apiError) {
 	if err := json.Unmarshal(c.fields[fieldModel], &c.model); err != nil || c.model == "" {
 		return nil, errInvalid(fieldModel, "model is required: a string naming one of the models the run's policy serves")
 	}
-	var msgs []json.RawMessage
-	if err := json.Unmarshal(c.fields["messages"], &msgs); err != nil || len(msgs) == 0 {
+	if err := json.Unmarshal(c.fields["messages"], &c.msgs); err != nil || len(c.msgs) == 0 {
 		return nil, errInvalid("messages", "messages is required: a non-empty array")
 	}
-	c.conv = conversationFingerprint(msgs)
+	c.conv = conversationFingerprint(c.msgs)
 	if raw, ok := c.fields["stream"]; ok && json.Unmarshal(raw, &c.stream) != nil {
 		return nil, errInvalid("stream", "stream must be a boolean")
 	}
@@ -416,7 +419,7 @@ func (g *Gateway) chatCompletions(w http.ResponseWriter, r *http.Request, k *kee
 		}
 		return &modelCall{
 			model: c.model, stream: c.stream, maxTokens: c.maxTokens, choices: c.choices, conv: c.conv,
-			shape: shapeOf(c.model, len(c.body), c.fields, jMessages),
+			shape: shapeOfItems(c.model, len(c.body), c.fields, jMessages, c.msgs),
 			prepare: func(m v1alpha1.Model) (int64, *apiError) {
 				switch m.API {
 				case "", v1alpha1.ModelAPIOpenAIChat:
@@ -462,7 +465,7 @@ type modelCall struct {
 // dispatch and the count.
 func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keeper,
 	parse func(*http.Request) (*modelCall, *apiError)) {
-	start := g.clock.Now()
+	in := arrivalOf(r.Context(), g.clock.Now())
 	if e := k.enter("model"); e != nil {
 		writeError(w, e)
 		return
@@ -553,7 +556,7 @@ func (g *Gateway) serveModelCall(w http.ResponseWriter, r *http.Request, k *keep
 		return
 	}
 	g.metrics.upstreamSeconds.WithLabelValues(m.Name).Observe(upstream.Seconds())
-	g.metrics.addedSeconds.Observe(max(g.clock.Since(start)-upstream, 0).Seconds())
+	g.observeAdded(in, upstream)
 }
 
 // modelCallKey marks the context of a model request's chain: its auth
@@ -778,7 +781,8 @@ func (g *Gateway) relayStream(w http.ResponseWriter, resp *http.Response, client
 	}
 	var tokens tokenUse
 	reported, done := false, false
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := streamReader(resp.Body)
+	defer releaseStreamReader(br)
 	for {
 		line, err := readLine(br, g.opts.MaxModelResponseBytes)
 		if errors.Is(err, errLineTooLong) {

@@ -139,7 +139,16 @@ var notPrompt = map[string]bool{fieldMaxTokens: true, fieldMaxCompletionTokens: 
 // Fields named agentrun_* are the gateway's own and no part of the prompt.
 func shapeOf(model string, body int, fields map[string]json.RawMessage, list string) *promptShape {
 	var items []json.RawMessage
-	if json.Unmarshal(fields[list], &items) != nil || len(items) == 0 {
+	if json.Unmarshal(fields[list], &items) != nil {
+		return nil
+	}
+	return shapeOfItems(model, body, fields, list, items)
+}
+
+// shapeOfItems is shapeOf of a request whose list the door decoded already
+// (items): a large request's list is not decoded twice.
+func shapeOfItems(model string, body int, fields map[string]json.RawMessage, list string, items []json.RawMessage) *promptShape {
+	if len(items) == 0 {
 		return nil
 	}
 	s := &promptShape{model: model, body: int64(body), msgs: make([]uint64, len(items)), sizes: make([]int64, len(items))}

@@ -17,7 +17,6 @@ limitations under the License.
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -324,7 +323,8 @@ func (g *Gateway) relayResponses(w http.ResponseWriter, resp *http.Response, k *
 	var tokens tokenUse
 	reported, done := false, false
 	seq := int64(-1)
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := streamReader(resp.Body)
+	defer releaseStreamReader(br)
 	for {
 		line, err := readLine(br, g.opts.MaxModelResponseBytes)
 		if errors.Is(err, errLineTooLong) {

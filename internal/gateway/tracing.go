@@ -158,11 +158,15 @@ func usageOf(payload []byte) (in, out int64, ok bool) {
 	return u.Usage.PromptTokens, u.Usage.CompletionTokens, true
 }
 
-// spanUsage records a reported usage on the span of ctx.
+// spanUsage records a reported usage on the span of ctx. A span that
+// records nothing (tracing off) is not worth decoding the answer again for.
 func spanUsage(ctx context.Context, payload []byte) {
+	span := trace.SpanFromContext(ctx)
+	if !span.IsRecording() {
+		return
+	}
 	if in, out, ok := usageOf(payload); ok {
-		trace.SpanFromContext(ctx).SetAttributes(semconv.GenAIUsageInputTokens(int(in)),
-			semconv.GenAIUsageOutputTokens(int(out)))
+		span.SetAttributes(semconv.GenAIUsageInputTokens(int(in)), semconv.GenAIUsageOutputTokens(int(out)))
 	}
 }
 

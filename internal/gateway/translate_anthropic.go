@@ -17,7 +17,6 @@ limitations under the License.
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -539,7 +538,8 @@ func messagesAsChatStream(in io.ReadCloser, pw *io.PipeWriter, limit int64) {
 		_, err := fmt.Fprintf(pw, "data: %s\n\n", payload)
 		return err == nil
 	}
-	br := bufio.NewReaderSize(in, 64<<10)
+	br := streamReader(in)
+	defer releaseStreamReader(br)
 	for {
 		line, err := readLine(br, limit)
 		if payload, isData := bytes.CutPrefix(bytes.TrimSpace(line), []byte("data:")); isData {

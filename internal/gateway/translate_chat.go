@@ -17,7 +17,6 @@ limitations under the License.
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -493,7 +492,8 @@ func (x *exchange) relayChatAsMessages(rctx context.Context, resp *http.Response
 	w.WriteHeader(http.StatusOK)
 	s := &messagesEvents{w: w, fl: fl, index: -1}
 	done := false
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := streamReader(resp.Body)
+	defer releaseStreamReader(br)
 	for {
 		line, err := readLine(br, x.g.opts.MaxModelResponseBytes)
 		if errors.Is(err, errLineTooLong) {

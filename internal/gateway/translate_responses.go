@@ -17,7 +17,6 @@ limitations under the License.
 package gateway
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
@@ -713,7 +712,8 @@ func (g *Gateway) translateStream(x *exchange, t *responsesTranslation, resp *ht
 	s.send("response.in_progress", map[string]any{keyResponse: t.object(s.id, s.created, "in_progress", "", nil, nil, mt)})
 	var usage *chatUsage
 	finish, done := "", false
-	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	br := streamReader(resp.Body)
+	defer releaseStreamReader(br)
 	for {
 		line, err := readLine(br, g.opts.MaxModelResponseBytes)
 		if errors.Is(err, errLineTooLong) {

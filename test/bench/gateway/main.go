@@ -14,11 +14,16 @@ See the License for the specific language governing permissions and
 limitations under the License.
 */
 
-// Command gateway benchmarks agentrun-gateway's model door: the latency it
-// adds beside a direct call to the same fake upstream (fixed latency), at
-// fixed request rates, non-streaming and streaming (time to first token); its
-// CPU and memory per 1,000 requests and per 100 concurrent streams; and that
-// no request is served beyond a grant when thousands race the limit. Then
+// Command gateway benchmarks agentrun-gateway's model doors: for each way
+// through (each door passed through, each translation pair; doors.go), the
+// latency it adds beside a direct call to the same fake upstream (fixed
+// latency), sent in alternating blocks at a fixed rate, non-streaming and
+// streaming (time to first token), beside the gateway's own added time
+// (agentrun_gateway_added_seconds) read from its process, over several runs
+// (report_model.go); its CPU, allocations and memory per 1,000 requests and
+// per 100 concurrent streams; and that no request is served beyond a grant
+// when thousands race the limit. --gateway-cpus pins the gateway process
+// (taskset), --pprof takes its profiles under load. Then
 // its tool door (tooldoor.go): the latency the MCP door adds beside a direct
 // call to the same tool server, with and without the interceptor chain, and
 // the write-ahead cost of a Write call.
@@ -42,6 +47,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +80,12 @@ func main() {
 	durable := flag.Bool("durable-admission", false, "the gateway's --durable-admission (default false, as the gateway's)")
 	latency := flag.Duration("upstream-latency", 20*time.Millisecond, "the fake upstream's fixed latency")
 	duration := flag.Duration("duration", 5*time.Second, "length of each fixed-rate measurement")
-	rates := flag.String("rates", "100,1000", "request rates (requests per second)")
+	rates := flag.String("rates", "1000", "request rates (requests per second)")
+	wayFlag := flag.String("ways", "all", "the model door's ways through to measure: all, or some of "+strings.Join(wayNames(), ", "))
+	runs := flag.Int("runs", 3, "runs of the model door's measurements, each with a gateway process of its own")
+	gatewayCPUs := flag.String("gateway-cpus", "", "pin the gateway process to these CPUs (taskset -c; empty: not pinned)")
+	pprofDir := flag.String("pprof", "", "write the gateway's CPU, allocation and mutex profiles under load (first run) to this directory")
+	mutexProfile := flag.Bool("mutex-profile", false, "internal: the gateway child samples lock contention")
 	raceN := flag.Int("race-requests", 10000, "requests racing the grant")
 	raceClients := flag.Int("race-clients", 32, "concurrent clients racing the grant")
 	out := flag.String("out", "docs/benchmarks-gateway", "report path without extension (.md and .json are written)")
@@ -92,15 +103,21 @@ func main() {
 		return
 	}
 	if *serve != "" {
-		if err := serveGateway(*serve, *raceGrant, *durable); err != nil {
+		if err := serveGateway(*serve, *raceGrant, *durable, *mutexProfile); err != nil {
 			fmt.Fprintln(os.Stderr, "gateway bench server:", err)
 			os.Exit(1)
 		}
 		return
 	}
+	sel, err := selectWays(*wayFlag)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "gateway bench:", err)
+		os.Exit(2)
+	}
 	run := doorSet{model: strings.Contains(*doors, "model"), tools: strings.Contains(*doors, "tools"),
 		reservation: strings.Contains(*doors, "reservation"),
-		toolRate:    *toolRate, toolDuration: *toolDuration}
+		toolRate:    *toolRate, toolDuration: *toolDuration,
+		ways: sel, runs: max(*runs, 1), gatewayCPUs: *gatewayCPUs, pprofDir: *pprofDir}
 	if err := drive(*latency, *duration, *rates, *raceN, *raceClients, *raceGrant, *durable, *out, run); err != nil {
 		fmt.Fprintln(os.Stderr, "gateway bench:", err)
 		os.Exit(1)
@@ -110,12 +127,15 @@ func main() {
 // serveGateway runs a gateway in front of two attempts (one with a grant no
 // load reaches, one with raceGrant) and prints its URL; it exits when stdin
 // closes.
-func serveGateway(upstreamURL string, raceGrant int64, durable bool) error {
+func serveGateway(upstreamURL string, raceGrant int64, durable, mutexProfile bool) error {
+	if mutexProfile {
+		runtime.SetMutexProfileFraction(5)
+	}
 	mk := func(name, uid string, grant int64) *v1alpha1.RunAttempt {
 		ra := gatewaytest.Attempt()
 		ra.Name, ra.Spec.PodName, ra.Spec.PodUID = name, name, uid
 		ra.Spec.Grant = v1alpha1.Grant{ModelRequests: grant, ToolCalls: 10}
-		ra.Spec.Policy.Models = []v1alpha1.Model{{Name: gatewaytest.Model, BaseURL: upstreamURL}}
+		ra.Spec.Policy.Models = benchModels(upstreamURL)
 		ra.Spec.HeartbeatInterval = &metav1.Duration{Duration: time.Hour}
 		return ra
 	}
@@ -125,11 +145,16 @@ func serveGateway(upstreamURL string, raceGrant int64, durable bool) error {
 	id := func(name, uid string) gateway.Identity {
 		return gateway.Identity{Username: "system:serviceaccount:team:agentrun-runner", Namespace: gatewaytest.Namespace, PodName: name, PodUID: uid}
 	}
+	reg := prometheus.NewRegistry()
 	g, err := gateway.New(gateway.Options{
 		Client:           c,
 		DurableAdmission: durable,
 		Authenticator:    gateway.StaticTokens{tokenLoad: id("load-1", "uid-load"), tokenRace: id("race-1", "uid-race")},
-		Registry:         prometheus.NewRegistry(),
+		Registry:         reg,
+		// The load attempt has more than the default 32 requests under way
+		// whenever the machine stalls for 32 ms: refused, they would leave
+		// the latency figures (and hide the tail).
+		MaxAttemptConcurrency: 4096,
 	})
 	if err != nil {
 		return err
@@ -138,7 +163,14 @@ func serveGateway(upstreamURL string, raceGrant int64, durable bool) error {
 	if err != nil {
 		return err
 	}
-	srv := &http.Server{Handler: g.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// The benchmark's own routes beside the gateway's: its in-process
+	// figures and Go's profiles.
+	mux := http.NewServeMux()
+	mux.Handle("/", g.Handler())
+	mux.Handle("/bench/inprocess", serveInProcess(reg))
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Printf("http://%s\n", ln.Addr())
 	_, _ = io.Copy(io.Discard, os.Stdin)
@@ -153,18 +185,26 @@ type server struct {
 	stdin io.WriteCloser
 }
 
-func startServer(upstreamURL string, raceGrant int64, durableAdmission bool) (*server, error) {
-	return startChild("--serve="+upstreamURL, "--race-grant="+strconv.FormatInt(raceGrant, 10),
-		"--durable-admission="+strconv.FormatBool(durableAdmission))
+func startServer(upstreamURL string, raceGrant int64, durableAdmission bool, cpus string, mutexProfile bool) (*server, error) {
+	args := []string{"--serve=" + upstreamURL, "--race-grant=" + strconv.FormatInt(raceGrant, 10),
+		"--durable-admission=" + strconv.FormatBool(durableAdmission), "--mutex-profile=" + strconv.FormatBool(mutexProfile)}
+	return startPinned(cpus, args...)
 }
 
 // startChild starts this binary with args as a gateway child process.
-func startChild(args ...string) (*server, error) {
+func startChild(args ...string) (*server, error) { return startPinned("", args...) }
+
+// startPinned starts this binary with args as a gateway child process, on
+// cpus (taskset -c) unless empty.
+func startPinned(cpus string, args ...string) (*server, error) {
 	self, err := os.Executable()
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(self, args...)
+	if cpus != "" {
+		cmd = exec.Command("taskset", append([]string{"-c", cpus, self}, args...)...)
+	}
 	cmd.Stderr = os.Stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -206,15 +246,10 @@ func (s *server) usage() (cpu time.Duration, rss int64) {
 	return cpu, rss
 }
 
-var body = []byte(`{"model":"scripted","messages":[{"role":"system","content":"You are a research agent."},` +
-	`{"role":"user","content":"Summarize the replication models of open-source vector databases."}],` +
-	`"agentrun_scripted":{"say":"Qdrant uses Raft for metadata; Milvus relies on a shared log and object storage.","tokens":120}}`)
-
-func streamBody() []byte {
-	return bytes.Replace(body, []byte(`"model":"scripted",`), []byte(`"model":"scripted","stream":true,`), 1)
-}
-
+// result is one row of one run.
 type result struct {
+	Run       int     `json:"run"`
+	Way       string  `json:"way"`
 	Name      string  `json:"name"`
 	Rate      int     `json:"rate"`
 	Requests  int     `json:"requests"`
@@ -227,16 +262,44 @@ type result struct {
 	AddedP99  float64 `json:"addedP99ms"`
 	CPUPer1k  float64 `json:"gatewayCPUms_per_1000"`
 	RSSMiB    float64 `json:"gatewayRSSMiB"`
+	// In* are the gateway's own added time (agentrun_gateway_added_seconds
+	// of the way's door) over the measurement: p50, p99 (interpolated in
+	// its buckets), mean (exact) in ms, the share at most 1 ms, and the
+	// observations.
+	InP50      float64 `json:"inProcessP50ms"`
+	InP99      float64 `json:"inProcessP99ms"`
+	InMean     float64 `json:"inProcessMeanms"`
+	InUnder1ms float64 `json:"inProcessUnder1ms"`
+	InCount    uint64  `json:"inProcessCount"`
+	// AllocsPerReq and KBPerReq are the gateway process's heap allocations
+	// per request over the measurement (runtime.MemStats).
+	AllocsPerReq float64 `json:"gatewayAllocsPerRequest"`
+	KBPerReq     float64 `json:"gatewayKBPerRequest"`
+	// GCPer1k is the gateway's garbage collections per 1,000 requests,
+	// GCPauseMs their stop-the-world time over the measurement.
+	GCPer1k   float64 `json:"gatewayGCsPer1000"`
+	GCPauseMs float64 `json:"gatewayGCPauseMs"`
 }
 
-// do sends one request and returns its latency: to the whole answer, or
-// for a stream to the first content chunk (time to first token).
-func do(hc *http.Client, url, token string, stream bool) (time.Duration, error) {
-	b := body
-	if stream {
-		b = streamBody()
-	}
-	req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(b))
+// The measures of a row.
+const (
+	measureFull       = "non-streaming (full answer)"
+	measureFirstToken = "streaming (time to first token)"
+)
+
+// runInfo is one run: when, and the machine's load average (1 minute)
+// before and after it.
+type runInfo struct {
+	Run       int    `json:"run"`
+	Date      string `json:"date"`
+	Load      string `json:"loadAverage"`
+	LoadAfter string `json:"loadAverageAfter"`
+}
+
+// do sends one request the way w goes and returns its latency: to the whole
+// answer, or for a stream to the first text (time to first token).
+func do(hc *http.Client, url, token string, w way, stream bool) (time.Duration, error) {
+	req, _ := http.NewRequest(http.MethodPost, url+w.path, bytes.NewReader(w.request(stream)))
 	req.Header.Set("Content-Type", "application/json")
 	if token != "" {
 		req.Header.Set("Authorization", "Bearer "+token)
@@ -248,8 +311,8 @@ func do(hc *http.Client, url, token string, stream bool) (time.Duration, error) 
 	}
 	defer func() { _ = resp.Body.Close() }()
 	if resp.StatusCode != http.StatusOK {
-		_, _ = io.Copy(io.Discard, resp.Body)
-		return 0, fmt.Errorf("HTTP %d", resp.StatusCode)
+		raw, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return 0, fmt.Errorf("HTTP %d: %s", resp.StatusCode, raw)
 	}
 	if !stream {
 		_, err = io.Copy(io.Discard, resp.Body)
@@ -259,7 +322,7 @@ func do(hc *http.Client, url, token string, stream bool) (time.Duration, error) 
 	var ttft time.Duration
 	for {
 		line, err := br.ReadBytes('\n')
-		if ttft == 0 && bytes.Contains(line, []byte(`"content":"`)) && !bytes.Contains(line, []byte(`"content":""`)) {
+		if ttft == 0 && w.firstToken(line) {
 			ttft = time.Since(start)
 		}
 		if err != nil {
@@ -269,29 +332,48 @@ func do(hc *http.Client, url, token string, stream bool) (time.Duration, error) 
 	return ttft, nil
 }
 
-// openLoop sends rate requests per second for d, each on its own goroutine
-// at its scheduled time, and returns the latencies.
-func openLoop(hc *http.Client, url, token string, stream bool, rate int, d time.Duration) ([]time.Duration, int) {
-	n := int(float64(rate) * d.Seconds())
+// pairedLoop sends rate requests per second for 2d, alternating between
+// two targets in blocks of block (the direct call, then the gateway, then
+// the direct call…), each request on its own goroutine at its scheduled
+// time, and returns each target's latencies and errors: d at rate for
+// each, and whatever load the machine carries meanwhile falls on both
+// alike.
+func pairedLoop(hc *http.Client, targets [2]target, w way, stream bool, rate int, d, block time.Duration,
+) ([2][]time.Duration, [2]int) {
+	n := 2 * int(float64(rate)*d.Seconds())
 	lat := make([]time.Duration, n)
-	var errs atomic.Int64
+	side := make([]int, n)
+	var errs [2]atomic.Int64
 	var wg sync.WaitGroup
 	start := time.Now()
 	for i := range n {
-		at := start.Add(time.Duration(float64(i) / float64(rate) * float64(time.Second)))
-		time.Sleep(time.Until(at))
+		off := time.Duration(float64(i) / float64(rate) * float64(time.Second))
+		t := int(off/block) % 2
+		side[i] = t
+		time.Sleep(time.Until(start.Add(off)))
 		wg.Go(func() {
-			l, err := do(hc, url, token, stream)
+			l, err := do(hc, targets[t].url, targets[t].token, w, stream)
 			if err != nil {
-				errs.Add(1)
+				if errs[t].Add(1) == 1 {
+					fmt.Fprintf(os.Stderr, "    first error (%s): %v\n", []string{"direct", "via the gateway"}[t], err)
+				}
 				l = -1
 			}
 			lat[i] = l
 		})
 	}
 	wg.Wait()
-	return slices.DeleteFunc(lat, func(l time.Duration) bool { return l < 0 }), int(errs.Load())
+	var out [2][]time.Duration
+	for i, l := range lat {
+		if l >= 0 {
+			out[side[i]] = append(out[side[i]], l)
+		}
+	}
+	return out, [2]int{int(errs[0].Load()), int(errs[1].Load())}
 }
+
+// target is where a request goes: a base URL and its token.
+type target struct{ url, token string }
 
 func pct(l []time.Duration, p float64) float64 {
 	if len(l) == 0 {
@@ -308,12 +390,19 @@ type doorSet struct {
 	model, tools, reservation bool
 	toolRate                  int
 	toolDuration              time.Duration
+	// ways are the model door's ways through to measure, runs times each
+	// (each run with a gateway process of its own, on gatewayCPUs); the
+	// first run's profiles go to pprofDir.
+	ways        []way
+	runs        int
+	gatewayCPUs string
+	pprofDir    string
 }
 
 func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool, out string, run doorSet) error {
 	rep := report{Machine: machine(), Date: time.Now().UTC().Format("2006-01-02 15:04 UTC")}
 	if run.model {
-		m, err := driveModel(latency, d, ratesFlag, raceN, raceClients, raceGrant, durable)
+		m, err := driveModel(latency, d, ratesFlag, raceN, raceClients, raceGrant, durable, run)
 		if err != nil {
 			return err
 		}
@@ -337,8 +426,10 @@ func drive(latency, d time.Duration, ratesFlag string, raceN, raceClients int, r
 	return rep.write(out)
 }
 
-// driveModel benchmarks the model door.
-func driveModel(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool) (report, error) {
+// driveModel benchmarks the model door: every way through, run.runs
+// times, then the concurrent streams and the grant race.
+func driveModel(latency, d time.Duration, ratesFlag string, raceN, raceClients int, raceGrant int64, durable bool,
+	run doorSet) (report, error) {
 	up := &upstream.Server{Latency: latency}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -346,56 +437,143 @@ func driveModel(latency, d time.Duration, ratesFlag string, raceN, raceClients i
 	}
 	go func() { _ = http.Serve(ln, up) }()
 	upURL := "http://" + ln.Addr().String()
-	srv, err := startServer(upURL+"/v1", raceGrant, durable)
-	if err != nil {
-		return report{}, err
-	}
-	defer srv.stop()
-	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}}
-	// Warm both paths.
-	for range 200 {
-		_, _ = do(hc, upURL, "", false)
-		_, _ = do(hc, srv.url, tokenLoad, false)
-	}
-
-	var results []result
+	var rates []int
 	for rs := range strings.SplitSeq(ratesFlag, ",") {
 		rate, err := strconv.Atoi(strings.TrimSpace(rs))
 		if err != nil {
+			return report{}, fmt.Errorf("--rates: %w", err)
+		}
+		rates = append(rates, rate)
+	}
+	hc := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 2048, MaxConnsPerHost: 0, IdleConnTimeout: time.Minute}}
+	rep := report{Machine: machine(), UpstreamLatencyMs: float64(latency) / float64(time.Millisecond), Duration: d.String(),
+		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), DurableAdmission: durable, Runs: run.runs,
+		DriverCPUs: cpusAllowed("self")}
+	var srv *server
+	for n := 1; n <= run.runs; n++ {
+		if srv != nil {
+			srv.stop()
+		}
+		if srv, err = startServer(upURL+"/v1", raceGrant, durable, run.gatewayCPUs, run.pprofDir != ""); err != nil {
 			return report{}, err
 		}
-		for _, stream := range []bool{false, true} {
-			name := "non-streaming (full answer)"
-			if stream {
-				name = "streaming (time to first token)"
-			}
-			fmt.Fprintf(os.Stderr, "==> %s at %d requests/s for %s\n", name, rate, d)
-			direct, derr := openLoop(hc, upURL, "", stream, rate, d)
-			cpu0, _ := srv.usage()
-			via, gerr := openLoop(hc, srv.url, tokenLoad, stream, rate, d)
-			cpu1, rss := srv.usage()
-			r := result{Name: name, Rate: rate, Requests: len(via), Errors: derr + gerr,
-				DirectP50: pct(direct, 50), DirectP99: pct(direct, 99), GwP50: pct(via, 50), GwP99: pct(via, 99),
-				CPUPer1k: float64(cpu1-cpu0) / float64(time.Millisecond) / float64(max(len(via), 1)) * 1000,
-				RSSMiB:   float64(rss) / (1 << 20)}
-			r.AddedP50, r.AddedP99 = r.GwP50-r.DirectP50, r.GwP99-r.DirectP99
-			results = append(results, r)
+		rep.GatewayCPUs = cpusAllowed(strconv.Itoa(srv.cmd.Process.Pid))
+		info := runInfo{Run: n, Date: time.Now().UTC().Format("15:04:05 UTC"), Load: loadAverage()}
+		fmt.Fprintf(os.Stderr, "==> run %d of %d (load average %s)\n", n, run.runs, info.Load)
+		rows, err := measureRun(hc, upURL, srv, run, rates, d, n)
+		if err != nil {
+			srv.stop()
+			return report{}, err
 		}
+		info.LoadAfter = loadAverage()
+		rep.RunInfo = append(rep.RunInfo, info)
+		rep.Results = append(rep.Results, rows...)
 	}
+	defer srv.stop()
 
 	fmt.Fprintf(os.Stderr, "==> 100 concurrent streams held open\n")
-	concurrentRSS, concurrentCPU := streams(hc, srv)
+	rep.StreamsRSSMiB, rep.StreamsCPUms = streams(hc, srv)
 
 	fmt.Fprintf(os.Stderr, "==> %d requests from %d clients racing a grant of %d\n", raceN, raceClients, raceGrant)
 	upstreamBefore := up.Requests.Load()
 	served, refused, other := race(hc, srv.url, raceN, raceClients)
-	dispatched := up.Requests.Load() - upstreamBefore
-
-	rep := report{Machine: machine(), UpstreamLatencyMs: float64(latency) / float64(time.Millisecond), Duration: d.String(),
-		Results: results, StreamsRSSMiB: concurrentRSS, StreamsCPUms: concurrentCPU,
-		RaceRequests: raceN, RaceClients: raceClients, RaceGrant: raceGrant, RaceServed: served, RaceRefused: refused, RaceOther: other, RaceDispatched: dispatched,
-		Date: time.Now().UTC().Format("2006-01-02 15:04 UTC"), DurableAdmission: durable}
+	rep.RaceRequests, rep.RaceClients, rep.RaceGrant = raceN, raceClients, raceGrant
+	rep.RaceServed, rep.RaceRefused, rep.RaceOther = served, refused, other
+	rep.RaceDispatched = up.Requests.Load() - upstreamBefore
 	return rep, nil
+}
+
+// measureRun measures every way at every rate, streamed and not, against
+// the gateway srv: the client-side latency beside a direct call to the
+// upstream in the same API, and the gateway's own added time.
+func measureRun(hc *http.Client, upURL string, srv *server, run doorSet, rates []int, d time.Duration, n int) ([]result, error) {
+	// Warm both paths, every way.
+	for range 100 {
+		for _, w := range run.ways {
+			_, _ = do(hc, upURL, "", w, false)
+			_, _ = do(hc, srv.url, tokenLoad, w, false)
+		}
+	}
+	var results []result
+	for _, rate := range rates {
+		for _, w := range run.ways {
+			for _, stream := range []bool{false, true} {
+				r, err := measureWay(hc, upURL, srv, w, stream, rate, d, n, run.pprofDir)
+				if err != nil {
+					return nil, err
+				}
+				results = append(results, r)
+			}
+		}
+	}
+	return results, nil
+}
+
+// pairBlock is how long the paired loop sends to one target before the
+// other.
+const pairBlock = 250 * time.Millisecond
+
+// measureWay is one row of one run.
+func measureWay(hc *http.Client, upURL string, srv *server, w way, stream bool, rate int, d time.Duration, n int,
+	pprofDir string) (result, error) {
+	name := measureFull
+	if stream {
+		name = measureFirstToken
+	}
+	fmt.Fprintf(os.Stderr, "==> %s, %s at %d requests/s for %s\n", w.Name, name, rate, d)
+	cpu0, _ := srv.usage()
+	ip0, err := srv.inProcess(hc)
+	if err != nil {
+		return result{}, err
+	}
+	var prof sync.WaitGroup
+	if pprofDir != "" && n == 1 {
+		prof.Go(func() { profile(hc, srv, pprofDir, w, stream, d) })
+	}
+	lat, errs := pairedLoop(hc, [2]target{{upURL, ""}, {srv.url, tokenLoad}}, w, stream, rate, d, pairBlock)
+	direct, via, derr, gerr := lat[0], lat[1], errs[0], errs[1]
+	prof.Wait()
+	cpu1, rss := srv.usage()
+	ip1, err := srv.inProcess(hc)
+	if err != nil {
+		return result{}, err
+	}
+	reqs := float64(max(len(via), 1))
+	h := ip1.Doors[w.door].since(ip0.Doors[w.door])
+	r := result{Run: n, Way: w.Name, Name: name, Rate: rate, Requests: len(via), Errors: derr + gerr,
+		DirectP50: pct(direct, 50), DirectP99: pct(direct, 99), GwP50: pct(via, 50), GwP99: pct(via, 99),
+		CPUPer1k: float64(cpu1-cpu0) / float64(time.Millisecond) / reqs * 1000,
+		RSSMiB:   float64(rss) / (1 << 20),
+		InP50:    h.quantile(0.50), InP99: h.quantile(0.99), InMean: h.Sum / float64(max(h.Count, 1)) * 1000,
+		InUnder1ms: h.under(1e-3), InCount: h.Count,
+		AllocsPerReq: float64(ip1.Mallocs-ip0.Mallocs) / reqs, KBPerReq: float64(ip1.TotalAlloc-ip0.TotalAlloc) / reqs / 1024,
+		GCPer1k: float64(ip1.NumGC-ip0.NumGC) / reqs * 1000, GCPauseMs: float64(ip1.PauseTotalNs-ip0.PauseTotalNs) / 1e6}
+	r.AddedP50, r.AddedP99 = r.GwP50-r.DirectP50, r.GwP99-r.DirectP99
+	return r, nil
+}
+
+// profile takes the gateway's CPU profile over most of a measurement, then
+// its allocation and mutex profiles (cumulative since it started: compare
+// with -base), into dir.
+func profile(hc *http.Client, srv *server, dir string, w way, stream bool, d time.Duration) {
+	slug := strings.NewReplacer(" → ", "-to-", " ", "-").Replace(strings.ToLower(w.Name))
+	if stream {
+		slug += "-stream"
+	}
+	get := func(path, file string) {
+		resp, err := hc.Get(srv.url + path)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "profile:", err)
+			return
+		}
+		defer func() { _ = resp.Body.Close() }()
+		raw, _ := io.ReadAll(resp.Body)
+		_ = os.MkdirAll(dir, 0o755)
+		_ = os.WriteFile(filepath.Join(dir, file), raw, 0o644)
+	}
+	get(fmt.Sprintf("/debug/pprof/profile?seconds=%d", max(int(d.Seconds())-1, 1)), slug+".cpu.pprof")
+	get("/debug/pprof/allocs", slug+".allocs.pprof")
+	get("/debug/pprof/mutex", slug+".mutex.pprof")
 }
 
 // streams holds 100 streaming requests open at once through the gateway
@@ -418,7 +596,7 @@ func streams(hc *http.Client, srv *server) (float64, float64) {
 		}
 	}()
 	for range 100 {
-		wg.Go(func() { _, _ = do(hc, srv.url, tokenLoad, true) })
+		wg.Go(func() { _, _ = do(hc, srv.url, tokenLoad, chatWay, true) })
 	}
 	wg.Wait()
 	close(done)
@@ -433,7 +611,7 @@ func race(hc *http.Client, url string, n, clients int) (served, refused, other i
 	for range clients {
 		wg.Go(func() {
 			for next.Add(1) <= int64(n) {
-				req, _ := http.NewRequest(http.MethodPost, url+"/v1/chat/completions", bytes.NewReader(body))
+				req, _ := http.NewRequest(http.MethodPost, url+chatWay.path, bytes.NewReader(chatWay.body))
 				req.Header.Set("Authorization", "Bearer "+tokenRace)
 				resp, err := hc.Do(req)
 				if err != nil {
@@ -458,21 +636,26 @@ func race(hc *http.Client, url string, n, clients int) (served, refused, other i
 }
 
 type report struct {
-	Date              string   `json:"date"`
-	Machine           string   `json:"machine"`
-	UpstreamLatencyMs float64  `json:"upstreamLatencyMs"`
-	Duration          string   `json:"durationPerMeasurement"`
-	Results           []result `json:"results"`
-	StreamsRSSMiB     float64  `json:"concurrentStreamsPeakRSSMiB"`
-	StreamsCPUms      float64  `json:"concurrentStreamsCPUms"`
-	RaceRequests      int      `json:"raceRequests"`
-	RaceClients       int      `json:"raceClients"`
-	RaceGrant         int64    `json:"raceGrant"`
-	RaceServed        int64    `json:"raceServed"`
-	RaceRefused       int64    `json:"raceRefused"`
-	RaceOther         int64    `json:"raceOther"`
-	RaceDispatched    int64    `json:"raceDispatchedUpstream"`
-	DurableAdmission  bool     `json:"durableAdmission"`
+	Date              string    `json:"date"`
+	Machine           string    `json:"machine"`
+	UpstreamLatencyMs float64   `json:"upstreamLatencyMs"`
+	Duration          string    `json:"durationPerMeasurement"`
+	Results           []result  `json:"results"`
+	Runs              int       `json:"runs"`
+	RunInfo           []runInfo `json:"runInfo"`
+	// DriverCPUs and GatewayCPUs are the CPUs each process may run on.
+	DriverCPUs       string  `json:"driverCPUs"`
+	GatewayCPUs      string  `json:"gatewayCPUs"`
+	StreamsRSSMiB    float64 `json:"concurrentStreamsPeakRSSMiB"`
+	StreamsCPUms     float64 `json:"concurrentStreamsCPUms"`
+	RaceRequests     int     `json:"raceRequests"`
+	RaceClients      int     `json:"raceClients"`
+	RaceGrant        int64   `json:"raceGrant"`
+	RaceServed       int64   `json:"raceServed"`
+	RaceRefused      int64   `json:"raceRefused"`
+	RaceOther        int64   `json:"raceOther"`
+	RaceDispatched   int64   `json:"raceDispatchedUpstream"`
+	DurableAdmission bool    `json:"durableAdmission"`
 	// Reservation is the reservation's tightness on agents' sessions
 	// (reservation.go).
 	Reservation []reservationRow `json:"reservation,omitempty"`
@@ -525,28 +708,3 @@ func (r report) write(out string) error {
 
 // keptMarker starts the part of the page this program does not write.
 const keptMarker = "<!-- kept by make bench-gateway: sections measured by Go benchmarks -->"
-
-func (r report) writeModel(b *strings.Builder) {
-	fmt.Fprintf(b, "## The model door (OpenAI-compatible, `/v1`)\n\n")
-	fmt.Fprintf(b, "The gateway is its own process in front of an in-memory API server (the model path never waits on it: "+
-		"counts are written coalesced, or with --durable-admission (%t here) before each dispatch, sharing a write "+
-		"with concurrent admissions: against a real API server that adds one status write's latency); the fake upstream "+
-		"answers after a fixed %.0f ms and runs in the driver. "+
-		"Every request is timed from the driver; *added* is the gateway's percentile minus the direct call's, at the same "+
-		"open-loop rate, for %s each.\n\n", r.DurableAdmission, r.UpstreamLatencyMs, r.Duration)
-	fmt.Fprintf(b, "| measure | rate (req/s) | requests | direct p50 / p99 (ms) | via gateway p50 / p99 (ms) | **added p50 / p99 (ms)** | gateway CPU per 1,000 req (ms) | gateway RSS (MiB) | errors |\n")
-	fmt.Fprintf(b, "|---|---|---|---|---|---|---|---|---|\n")
-	for _, x := range r.Results {
-		fmt.Fprintf(b, "| %s | %d | %d | %.2f / %.2f | %.2f / %.2f | **%.2f / %.2f** | %.0f | %.1f | %d |\n",
-			x.Name, x.Rate, x.Requests, x.DirectP50, x.DirectP99, x.GwP50, x.GwP99, x.AddedP50, x.AddedP99, x.CPUPer1k, x.RSSMiB, x.Errors)
-	}
-	fmt.Fprintf(b, "\n100 concurrent streams held open through the gateway: peak RSS %.1f MiB, %.0f ms of gateway CPU in all.\n\n",
-		r.StreamsRSSMiB, r.StreamsCPUms)
-	verdict := "**none served beyond the grant**"
-	if r.RaceServed != r.RaceGrant || r.RaceDispatched != r.RaceGrant {
-		verdict = fmt.Sprintf("**%d served against a grant of %d**", r.RaceServed, r.RaceGrant)
-	}
-	fmt.Fprintf(b, "Grant race: %d requests from %d concurrent clients against a grant of %d model requests: %d served, %d refused "+
-		"with 429 `grant_exhausted`, %d other; the upstream received %d — %s.\n\n", r.RaceRequests, r.RaceClients, r.RaceGrant, r.RaceServed, r.RaceRefused, r.RaceOther, r.RaceDispatched, verdict)
-	fmt.Fprintf(b, "Anchors: agentgateway reports p99 0.44 ms added at 3,000 QPS; LiteLLM p99 30.6 ms. Target: added p99 under 1 ms at 1,000 requests/s.\n\n")
-}
