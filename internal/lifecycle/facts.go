@@ -145,6 +145,11 @@ func (f *facts) foldLedger() {
 		f.used = add(f.used, e.Used)
 		f.steps += e.Steps
 	}
+	// What an attempt carved for children is spent by the run (not in the
+	// attempt's monotonic ledger: it shrinks when a child ends).
+	for _, a := range f.in.Attempts {
+		f.used = add(f.used, f.childSpend(a))
+	}
 	slices.SortFunc(f.ledger, func(a, b v1alpha1.AttemptLedger) int { return int(a.Attempt) - int(b.Attempt) })
 }
 
@@ -183,6 +188,9 @@ func (f *facts) attempt(n int32, observed bool) attempt {
 			a.own = e.Used
 		}
 	}
+	// Its children's spend is its own: its grant is in the counters of its
+	// usage plus its carves (LessChildren).
+	a.own = add(a.own, f.childSpend(a.facts))
 	return a
 }
 
