@@ -130,3 +130,28 @@ func RaiseStop(cur, stop v1alpha1.StopRequest) bool {
 	rank := map[v1alpha1.StopRequest]int{"": 0, v1alpha1.StopFinalize: 1, v1alpha1.StopCancel: 2}
 	return rank[stop] > rank[cur]
 }
+
+// GrantCarving is the ledger an attempt carves from: its grant g (in the
+// counters of its usage plus its carves) is what it may spend or carve, its
+// reserve already out of it; own is its usage with the reservations of its
+// requests under way. Children and Live count every child of the run —
+// carved by this attempt or an earlier one (others, as seen) — for the
+// policy's fan-out and concurrency bounds.
+func GrantCarving(depth int32, g v1alpha1.Grant, own v1alpha1.Usage, carves []v1alpha1.ChildCarve, others []ChildView) Carving {
+	c := Carving{Depth: depth, Budget: grantUsage(g), Tokens: g.Tokens != nil, Cost: g.Cost != nil, Own: own}
+	c = FoldChildren(c, carves, others)
+	seen := map[string]bool{}
+	for _, cv := range carves {
+		seen[cv.Name] = false
+	}
+	for _, o := range others {
+		seen[o.Name] = seen[o.Name] || o.Ended
+	}
+	c.Children, c.Live = int32(len(seen)), 0
+	for _, ended := range seen {
+		if !ended {
+			c.Live++
+		}
+	}
+	return c
+}

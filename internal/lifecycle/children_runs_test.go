@@ -191,3 +191,30 @@ func TestLessChildren(t *testing.T) {
 		t.Errorf("LessChildren (-want +got):\n%s", diff)
 	}
 }
+
+// TestGrantCarving: an attempt carves from its grant less its usage and its
+// children's spend; fan-out and concurrency count the run's every child.
+func TestGrantCarving(t *testing.T) {
+	g := v1alpha1.Grant{ModelRequests: 40, ToolCalls: 18, Cost: new(money("4.50"))}
+	carves := []v1alpha1.ChildCarve{{Name: "a", Budget: v1alpha1.Usage{ModelRequests: 10, ToolCalls: 5, Cost: money("1.50")}}}
+	others := []ChildView{
+		{Name: "a", Used: v1alpha1.Usage{ModelRequests: 1}},
+		{Name: "old", Ended: true, Used: v1alpha1.Usage{ModelRequests: 3}}, // an earlier attempt's child
+	}
+	c := GrantCarving(0, g, v1alpha1.Usage{ModelRequests: 10, Cost: money("1.00")}, carves, others)
+	if c.Children != 2 || c.Live != 1 {
+		t.Errorf("children %d live %d, want 2 and 1", c.Children, c.Live)
+	}
+	want := v1alpha1.Usage{ModelRequests: 20, ToolCalls: 13, Cost: money("2.00")}
+	if diff := cmp.Diff(want, c.Available()); diff != "" {
+		t.Errorf("available (-want +got):\n%s", diff)
+	}
+	_, refused := AdmitChild(c, v1alpha1.Usage{ModelRequests: 5, Cost: money("2.01")}, ChildLimits{MaxDepth: 1, MaxChildren: 4, MaxConcurrent: 2})
+	if refused == nil || refused.Limit != "cost" {
+		t.Errorf("a child of 2.01 with 2.00 left: refusal %v, want one naming cost", refused)
+	}
+	_, refused = AdmitChild(c, v1alpha1.Usage{ModelRequests: 5}, ChildLimits{MaxDepth: 1, MaxChildren: 2, MaxConcurrent: 2})
+	if refused == nil || refused.Limit != "children.maxChildren" {
+		t.Errorf("a third child under maxChildren 2: refusal %v, want children.maxChildren", refused)
+	}
+}
