@@ -18,6 +18,7 @@ package gateway
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -293,12 +294,14 @@ func childLimits(p *v1alpha1.ChildrenPolicy) lifecycle.ChildLimits {
 	return lifecycle.ChildLimits{MaxDepth: p.MaxDepth, MaxChildren: p.MaxChildren, MaxConcurrent: p.MaxConcurrent}
 }
 
-// childDeadline is the child's deadline: what is left of the parent's, or
-// less when asked. A child never runs past its parent's deadline.
+// childDeadline is the child's deadline: what is left until its parent's
+// hard deadline (its deadline plus finalization grace), or less when asked.
+// A child never outlives its parent: the parent's deadline finalizes it
+// (lifecycle.ChildStop) and its hard deadline ends the tree.
 func childDeadline(spec v1alpha1.RunAttemptSpec, now time.Time, asked int64) (*metav1.Duration, *apiError) {
 	var d time.Duration
-	if spec.Deadline != nil {
-		d = spec.Deadline.Sub(now).Truncate(time.Second)
+	if end := cmp.Or(spec.HardDeadline, spec.Deadline); end != nil {
+		d = end.Sub(now).Truncate(time.Second)
 		if d < time.Second {
 			return nil, errGrant(gatewayapi.CodeDeadlineReached, "the run's deadline has passed: no time is left for a child")
 		}

@@ -93,6 +93,7 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 			Compression:        p.Spec.Compression.DeepCopy(),
 			AuthorityWait:      p.Spec.AuthorityWait,
 			Events:             eventRetention(p.Spec.Events),
+			Children:           p.Spec.Children.DeepCopy(),
 		}
 		if in.Previous != nil && !in.PolicyReady {
 			spec.Policy = *in.Previous.Spec.Policy.DeepCopy()

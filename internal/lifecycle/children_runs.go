@@ -82,14 +82,14 @@ func LessChildren(g v1alpha1.Grant, spend v1alpha1.Usage) v1alpha1.Grant {
 	return g
 }
 
-// childSpend is what attempt facts a's children count as spent in the run's
-// units.
-func (f *facts) childSpend(a AttemptFacts) v1alpha1.Usage {
-	if len(a.Status.Children) == 0 {
-		return v1alpha1.Usage{}
-	}
-	return FoldChildren(Carving{Tokens: f.lim.tokens, Cost: f.lim.cost}, a.Status.Children, f.in.Children).Spend()
+// children is attempt facts a's carves folded with the run's children, in
+// the run's units.
+func (f *facts) children(a AttemptFacts) Carving {
+	return FoldChildren(Carving{Tokens: f.lim.tokens, Cost: f.lim.cost}, a.Status.Children, f.in.Children)
 }
+
+// childSpend is what attempt facts a's children count as spent.
+func (f *facts) childSpend(a AttemptFacts) v1alpha1.Usage { return f.children(a).Spend() }
 
 // ParentView is a child's parent as the child's stop is decided from.
 type ParentView struct {

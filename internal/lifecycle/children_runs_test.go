@@ -218,3 +218,20 @@ func TestGrantCarving(t *testing.T) {
 		t.Errorf("a third child under maxChildren 2: refusal %v, want children.maxChildren", refused)
 	}
 }
+
+// TestCarvingAllIsNoExhaustion: a parent whose children hold its whole
+// working allowance keeps working (waits for them); once they ended having
+// used it, its working budget is exhausted.
+func TestCarvingAllIsNoExhaustion(t *testing.T) {
+	all := v1alpha1.RunAttemptStatus{Steps: 1, LastProgressStep: 1,
+		Children: []v1alpha1.ChildCarve{{Name: "a", Budget: usage(20, 9)}, {Name: "b", Budget: usage(20, 9)}}}
+	in := runningAt(time.Minute, fact(1, all))
+	if d, rung := decide(in); rung != rungSteady {
+		t.Errorf("children hold the working allowance: rung %s (%s), want Steady", rung, d.Status.Message)
+	}
+	in.Children = []ChildView{{Name: "a", Ended: true, Used: usage(20, 9)}, {Name: "b", Ended: true, Used: usage(20, 9)}}
+	d, rung := decide(in)
+	if rung != rungGates || d.Status.Reason != v1alpha1.ReasonBudgetExhausted {
+		t.Errorf("children ended having used it all: rung %s reason %s, want Gates BudgetExhausted", rung, d.Status.Reason)
+	}
+}
