@@ -272,12 +272,9 @@ func (k *keeper) spawn(ctx context.Context, req gatewayapi.ChildRequest) (gatewa
 		return gatewayapi.Child{}, errNotPersisted(fmt.Sprintf("child %s could not be created (its carve stays held); ask again with name %q: %v",
 			name, strings.TrimPrefix(name, parent.Name+"-"), err))
 	}
-	k.log.Info("Created child run", "child", klogRef(child), "carved", carve.Budget)
-	out := childOf(child, carve.Budget)
-	return out, nil
+	k.log.Info("Created child run", "child", child.Name, "carved", carve.Budget)
+	return childOf(child, carve.Budget), nil
 }
-
-func klogRef(r *v1alpha1.ResearchRun) string { return r.Namespace + "/" + r.Name }
 
 // release gives back the carve of a child that was not created.
 func (k *keeper) release(ctx context.Context, name string) {
@@ -372,7 +369,7 @@ func (k *keeper) children(ctx context.Context, name string) (gatewayapi.ChildLis
 		if name != "" && r.Name != name {
 			continue
 		}
-		carved := lifecycle.ChildView{}.Used
+		var carved v1alpha1.Usage
 		if j := slices.IndexFunc(carves, func(c v1alpha1.ChildCarve) bool { return c.Name == r.Name }); j >= 0 {
 			carved = carves[j].Budget
 		}
