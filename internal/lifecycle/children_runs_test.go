@@ -235,3 +235,25 @@ func TestCarvingAllIsNoExhaustion(t *testing.T) {
 		t.Errorf("children ended having used it all: rung %s reason %s, want Gates BudgetExhausted", rung, d.Status.Reason)
 	}
 }
+
+// TestChildrenRunInTheirParentsSlot: a working child does not hold its
+// session (the next root still waits behind its parent, not behind it) and
+// a child that has not started is never in the queue.
+func TestChildrenRunInTheirParentsSlot(t *testing.T) {
+	runs := []QueueEntry{
+		{Name: "root", Created: at(0), Phase: v1alpha1.PhaseRunning},
+		{Name: "root-a", Created: at(time.Second), Phase: v1alpha1.PhaseRunning, Child: true},
+		{Name: "root-b", Created: at(2 * time.Second), Phase: v1alpha1.PhasePending, Child: true},
+		{Name: "next", Created: at(3 * time.Second), Phase: v1alpha1.PhaseQueued},
+	}
+	if got := Holder(runs); got != "root" {
+		t.Errorf("holder %q, want root", got)
+	}
+	if v := Admit("next", runs, 5, 0); v.Holder || v.Position != 1 {
+		t.Errorf("next: %+v, want first in line behind root (children do not queue)", v)
+	}
+	runs[0].Phase = v1alpha1.PhaseTerminated
+	if v := Admit("next", runs, 5, 0); !v.Holder {
+		t.Errorf("next once root ended: %+v, want the holder (a working child holds no slot)", v)
+	}
+}
