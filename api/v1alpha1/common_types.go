@@ -423,7 +423,8 @@ const (
 
 // IsBuiltinTool reports whether name is a tool the gateway serves itself.
 func IsBuiltinTool(name string) bool {
-	return name == BuiltinToolReportPublish || name == BuiltinToolNotesWrite
+	return name == BuiltinToolReportPublish || name == BuiltinToolNotesWrite ||
+		name == BuiltinToolRunSpawn || name == BuiltinToolRunChildren
 }
 
 // ApprovalRequest is a tool call waiting for a person's decision, bound to

@@ -196,6 +196,7 @@ func (r *Recovery) EffectiveMaxAttempts() int32 {
 // +kubebuilder:validation:XValidation:rule="self.?recovery.?maxAttempts.orValue(0) == oldSelf.?recovery.?maxAttempts.orValue(0) && duration(self.?recovery.?backoff.orValue('0s')) == duration(oldSelf.?recovery.?backoff.orValue('0s')) && duration(self.?recovery.?heartbeatInterval.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatInterval.orValue('0s')) && duration(self.?recovery.?heartbeatTimeout.orValue('0s')) == duration(oldSelf.?recovery.?heartbeatTimeout.orValue('0s')) && duration(self.?recovery.?startTimeout.orValue('0s')) == duration(oldSelf.?recovery.?startTimeout.orValue('0s'))",message="spec is immutable after creation except spec.stop and spec.approvals"
 // +kubebuilder:validation:XValidation:rule="has(self.template) || has(self.harness)",message="spec.template is required unless spec.harness is set"
 // +kubebuilder:validation:XValidation:rule="has(self.harness) == has(oldSelf.harness) && (!has(self.harness) || self.harness == oldSelf.harness)",message="spec is immutable after creation except spec.stop and spec.approvals"
+// +kubebuilder:validation:XValidation:rule="has(self.parent) == has(oldSelf.parent) && (!has(self.parent) || self.parent == oldSelf.parent)",message="spec.parent is immutable"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.stop) || (has(self.stop) && (self.stop == oldSelf.stop || self.stop == 'Cancel'))",message="spec.stop cannot be removed once set, and may only change from Finalize to Cancel"
 // +kubebuilder:validation:XValidation:rule="!has(oldSelf.approvals) || (has(self.approvals) && size(self.approvals) >= size(oldSelf.approvals) && self.approvals.slice(0, size(oldSelf.approvals)) == oldSelf.approvals)",message="spec.approvals is append-only: existing approvals cannot be changed, reordered or removed"
 type ResearchRunSpec struct {
@@ -261,6 +262,10 @@ type ResearchRunSpec struct {
 	// +listType=atomic
 	// +optional
 	Approvals []Approval `json:"approvals,omitempty"`
+	// parent makes the run a child run of another (docs/children.md): set
+	// only by agentrun-gateway when a parent's attempt asks for the child.
+	// +optional
+	Parent *ParentRef `json:"parent,omitempty"`
 }
 
 // AttemptLedger is what one attempt used, as last reported. The run's usage is
@@ -434,6 +439,8 @@ type ResearchRunStatus struct {
 // +kubebuilder:resource:shortName=rr,categories=agentrun
 // +kubebuilder:printcolumn:name="Session",type=string,JSONPath=`.spec.sessionRef.name`
 // +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.spec.tier`
+// +kubebuilder:printcolumn:name="Parent",type=string,JSONPath=`.spec.parent.name`
+// +kubebuilder:printcolumn:name="Root",type=string,JSONPath=`.spec.parent.root`,priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.reason`
 // +kubebuilder:printcolumn:name="Settlement",type=string,JSONPath=`.status.settlement`

@@ -150,6 +150,9 @@ type PolicySnapshot struct {
 	// harness is the policy's rules for coding harnesses.
 	// +optional
 	Harness *HarnessPolicy `json:"harness,omitempty"`
+	// children bounds the attempt's child runs (the policy's spec.children).
+	// +optional
+	Children *ChildrenPolicy `json:"children,omitempty"`
 }
 
 // RunAttemptSpec is written only by the operator: everything the agent needs,
@@ -425,6 +428,13 @@ type RunAttemptStatus struct {
 	// request's bound. The first refusal is kept.
 	// +optional
 	GrantExhausted *GrantExhaustion `json:"grantExhausted,omitempty"`
+	// children are the budgets this attempt carved for child runs, durable
+	// before each child is created (docs/children.md).
+	// +kubebuilder:validation:MaxItems=64
+	// +listType=map
+	// +listMapKey=name
+	// +optional
+	Children []ChildCarve `json:"children,omitempty"`
 	// steps is the attempt's monotonic step counter.
 	// +kubebuilder:validation:Minimum=0
 	// +optional

@@ -536,6 +536,10 @@ type RuntimePolicySpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Events EventRetention `json:"events,omitzero"`
+	// children bounds the child runs the policy's runs may create (depth,
+	// fan-out, concurrency). Unset: no child runs.
+	// +optional
+	Children *ChildrenPolicy `json:"children,omitempty"`
 	// onSecurityDegraded switches the policy's runs to a stricter posture
 	// while one of its Security interceptors fails (an error or panic of
 	// its hook, not a veto) at errorRate percent or more of its calls

@@ -96,6 +96,9 @@ func newWorld() *world {
 			}
 			w.current[run.Name] = run.Status.Phase
 			w.sessionOf[run.Name] = run.Spec.SessionRef.Name
+			if run.Spec.Parent != nil {
+				w.sessionOf[run.Name] = "" // a child runs in its parent's slot
+			}
 			var active []string
 			for name, phase := range w.current {
 				if phase.IsActive() && w.sessionOf[name] == run.Spec.SessionRef.Name {

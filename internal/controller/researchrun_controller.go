@@ -163,6 +163,9 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if stopped, err := r.stopForParent(ctx, run, g.policy); err != nil || stopped {
+		return ctrl.Result{}, err
+	}
 	now := r.Clock.Now()
 	in := lifecycle.Input{
 		Now:        now,
@@ -171,6 +174,7 @@ func (r *ResearchRunReconciler) Reconcile(ctx context.Context, req ctrl.Request)
 		Spec:       run.Spec,
 		Status:     run.Status,
 		Attempts:   g.facts,
+		Children:   g.children,
 		Pod:        g.pod,
 		Queue:      g.queue,
 		StopCause:  run.Annotations[v1alpha1.AnnotationStopCause],
@@ -221,6 +225,8 @@ type gathered struct {
 	waiting string
 	// live holds the attempts this pass read live: none is read twice.
 	live map[int32]bool
+	// children are the run's child runs (lifecycle Input.Children).
+	children []lifecycle.ChildView
 }
 
 func (r *ResearchRunReconciler) gather(ctx context.Context, run *v1alpha1.ResearchRun) (*gathered, error) {
@@ -294,6 +300,11 @@ func (r *ResearchRunReconciler) gatherAttempts(ctx context.Context, run *v1alpha
 		return fmt.Errorf("listing the RunAttempts of run %s: %w", klog.KObj(run), err)
 	}
 	g.current = run.Status.Attempt
+	kids, err := r.gatherChildren(ctx, run)
+	if err != nil {
+		return err
+	}
+	g.children = kids
 	for i := range list.Items {
 		ra := &list.Items[i]
 		if !metav1.IsControlledBy(ra, run) {
@@ -413,7 +424,7 @@ func (r *ResearchRunReconciler) settleAccounts(ctx context.Context, run *v1alpha
 		return err
 	}
 	d := lifecycle.Decide(lifecycle.Input{Now: r.Clock.Now(), Name: run.Name, Generation: run.Generation,
-		Spec: run.Spec, Status: run.Status, Attempts: g.facts})
+		Spec: run.Spec, Status: run.Status, Attempts: g.facts, Children: g.children})
 	next := run.DeepCopy()
 	next.Status = d.Status
 	_, err := patchStatusIfChanged(ctx, r.Client, run, next)
@@ -880,6 +891,7 @@ func (r *ResearchRunReconciler) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&v1alpha1.RunAttempt{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
 		Watches(&corev1.Pod{}, r.facts.wrap(), builder.WithPredicates(factsChanged)).
 		Watches(&v1alpha1.ResearchRun{}, r.queueChanged()).
+		Watches(&v1alpha1.ResearchRun{}, r.treeChanged()).
 		Watches(&v1alpha1.Session{}, handler.EnqueueRequestsFromMapFunc(r.runsOfSession), builder.WithPredicates(sessionChanged)).
 		Watches(&v1alpha1.RuntimePolicy{}, handler.EnqueueRequestsFromMapFunc(r.pendingRunsOfPolicy)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: r.MaxConcurrentReconciles}).

@@ -99,7 +99,7 @@ func queueEntries(runs []v1alpha1.ResearchRun) []lifecycle.QueueEntry {
 	for i := range runs {
 		o := &runs[i]
 		entries[i] = lifecycle.QueueEntry{Name: o.Name, Created: o.CreationTimestamp.Time, Phase: o.Status.Phase,
-			Deleting: o.DeletionTimestamp != nil}
+			Deleting: o.DeletionTimestamp != nil, Child: o.Spec.Parent != nil}
 	}
 	return entries
 }
@@ -113,7 +113,8 @@ func queueEntries(runs []v1alpha1.ResearchRun) []lifecycle.QueueEntry {
 // reports whether this pass admits run, which apply settles (admissions.settle).
 func (r *ResearchRunReconciler) queueView(ctx context.Context, run *v1alpha1.ResearchRun, session *v1alpha1.Session,
 	policy *v1alpha1.RuntimePolicy) (lifecycle.QueueView, bool, error) {
-	if session == nil || run.Status.Phase.IsActive() {
+	if session == nil || run.Status.Phase.IsActive() || run.Spec.Parent != nil {
+		// A child runs in its parent's slot: it does not queue behind it.
 		// An active run keeps going: the queue only gates starting.
 		return lifecycle.QueueView{Holder: true}, false, nil
 	}

@@ -517,7 +517,7 @@ func (k *keeper) checkToolLocked(tool, fingerprint string) (v1alpha1.Tool, *apiE
 		return v1alpha1.Tool{}, e
 	}
 	fin := isFinalizing(spec)
-	if fin && tool != gatewayapi.ToolReportPublish {
+	if fin && tool != gatewayapi.ToolReportPublish && tool != gatewayapi.ToolRunChildren {
 		return v1alpha1.Tool{}, errGrant(gatewayapi.CodeFinalizeOnly, fmt.Sprintf(
 			"the run is finalizing: only output work (%s) is served from the reserve, and %q is research",
 			gatewayapi.ToolReportPublish, tool))

@@ -71,6 +71,8 @@ func builtinTool(name string) builtin {
 			schema: stringProps([]string{argSection, argContent},
 				[2]string{argSection, "the section's title"}, [2]string{argContent, "the section's text (Markdown)"}),
 		}
+	case gatewayapi.ToolRunSpawn, gatewayapi.ToolRunChildren:
+		return childTool(name)
 	case gatewayapi.ToolNotesWrite:
 		return builtin{
 			description: "Record a finding in the run's working notes, tagged with the report section it belongs to.",
@@ -108,6 +110,13 @@ func (k *keeper) runBuiltin(ctx context.Context, call *gatewayapi.ToolCall, args
 			return textResult("already noted (%d notes)", n), callOutcome{}
 		}
 		return textResult("noted (%d notes)", n), callOutcome{}
+	case gatewayapi.ToolRunSpawn, gatewayapi.ToolRunChildren:
+		out, e := k.runChildTool(ctx, call.Tool, args)
+		if e != nil {
+			return refusedResult(e, nil), callOutcome{fault: "ChildRefused", retryable: e.status >= 500, message: e.body.Message}
+		}
+		raw, _ := json.Marshal(out)
+		return textResult("%s", raw), callOutcome{}
 	}
 	return toolError(gatewayapi.CodeUnknownTool, "no built-in tool "+call.Tool, nil), callOutcome{}
 }

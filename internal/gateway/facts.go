@@ -74,6 +74,8 @@ type facts struct {
 	finalizeBase *v1alpha1.Usage
 	// grantExhausted is the first refusal on the working grant.
 	grantExhausted *v1alpha1.GrantExhaustion
+	// children are the budgets the attempt carved for child runs.
+	children []v1alpha1.ChildCarve
 	// securityPosture is this gateway's: not seeded from an earlier
 	// process, which had its own evidence.
 	securityPosture *v1alpha1.SecurityPosture
@@ -102,6 +104,7 @@ func (f *facts) seed(s v1alpha1.RunAttemptStatus) {
 	f.checkpoint = s.Checkpoint
 	f.finalizeBase = s.FinalizeBase.DeepCopy()
 	f.grantExhausted = s.GrantExhausted.DeepCopy()
+	f.children = slices.Clone(s.Children)
 }
 
 // countCall counts one dispatched call of fingerprint; a fingerprint not
@@ -228,6 +231,7 @@ func (f *facts) render() v1alpha1.RunAttemptStatus {
 		Checkpoint:       f.checkpoint,
 		FinalizeBase:     f.finalizeBase.DeepCopy(),
 		GrantExhausted:   f.grantExhausted.DeepCopy(),
+		Children:         slices.Clone(f.children),
 		SecurityPosture:  f.securityPosture.DeepCopy(),
 	}
 }

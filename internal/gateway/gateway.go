@@ -392,6 +392,9 @@ func (g *Gateway) Handler() http.Handler {
 	mux.Handle("PUT "+p+"/report/plan", g.attempt("plan", g.putPlan))
 	mux.Handle("POST "+p+"/report/sections", g.attempt("publish", g.postSection))
 	mux.Handle("POST "+p+"/settle", g.attempt("settle", g.postSettle))
+	mux.Handle("POST "+p+"/children", g.attempt("spawn", g.postChild))
+	mux.Handle("GET "+p+"/children", g.attempt("children", g.getChildren))
+	mux.Handle("GET "+p+"/children/{name}", g.attempt("child", g.getChild))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, newError(http.StatusNotFound, gatewayapi.TypeNotFound, gatewayapi.CodeNotFound,
 			fmt.Sprintf("no route %s %s; the gateway serves %s/... (OpenAI-compatible) and %s/self/... (the agent API)",

@@ -133,6 +133,9 @@ type keeper struct {
 	// streamBudget bounds the bytes the attempt streams in this gateway:
 	// its policy's spec.events.maxBytes.
 	streamBudget stream.Budget
+	// kids are the run's child runs as last read (children.go): a carve
+	// whose child is seen ended is spent only as far as the child used it.
+	kids []lifecycle.ChildView
 }
 
 // admitted is a tool call the gateway admitted and awaits the outcome of.
@@ -200,7 +203,11 @@ func (k *keeper) noteFinalizingLocked() {
 	if !g.FinalizeOnly || g.Reserve == nil || k.facts.finalizeBase != nil {
 		return
 	}
+	// The base is in the counters the grant is in: usage plus carves.
 	base := k.facts.usage
+	spend := k.childSpendLocked(g)
+	base.ModelRequests, base.ToolCalls = base.ModelRequests+spend.ModelRequests, base.ToolCalls+spend.ToolCalls
+	base.Tokens, base.Cost = base.Tokens+spend.Tokens, base.Cost+spend.Cost
 	k.facts.finalizeBase = &base
 	k.markLocked(true)
 	k.baseSeq = k.seq
@@ -216,8 +223,10 @@ func (k *keeper) baseUnwrittenLocked() uint64 {
 }
 
 // grantLocked is the grant the gateway enforces (lifecycle.EffectiveGrant).
+// What the attempt carved for its children is spent by it until they end.
 func (k *keeper) grantLocked() v1alpha1.Grant {
-	return lifecycle.EffectiveGrant(k.obj.Spec.Grant, k.facts.finalizeBase)
+	g := lifecycle.EffectiveGrant(k.obj.Spec.Grant, k.facts.finalizeBase)
+	return lifecycle.LessChildren(g, k.childSpendLocked(g))
 }
 
 // run writes the facts when they are due, until ctx ends.
@@ -605,6 +614,7 @@ func (k *keeper) refresh(ctx context.Context) {
 	switch {
 	case err == nil:
 		k.applySpec(fresh)
+		k.refreshChildren(ctx)
 	case apierrors.IsNotFound(err):
 		k.markDeleted()
 	}

@@ -203,6 +203,7 @@ func NewCommand(o Options) *cobra.Command {
 		p.logsCommand(),
 		p.eventsCommand(),
 		p.topCommand(),
+		p.treeCommand(),
 	)
 	return root
 }

@@ -94,6 +94,7 @@ func AttemptSpec(in AttemptSpecInput) v1alpha1.RunAttemptSpec {
 			AuthorityWait:      p.Spec.AuthorityWait,
 			Events:             eventRetention(p.Spec.Events),
 			Harness:            p.Spec.Harness.DeepCopy(),
+			Children:           p.Spec.Children.DeepCopy(),
 		}
 		if in.Previous != nil && !in.PolicyReady {
 			spec.Policy = *in.Previous.Spec.Policy.DeepCopy()

@@ -240,7 +240,7 @@ func (f *facts) overGrant() string {
 	if !a.exists {
 		return ""
 	}
-	u, g := a.facts.Status.Usage, a.facts.Grant
+	u, g := add(a.facts.Status.Usage, f.childSpend(a.facts)), a.facts.Grant
 	// An attempt started working unless it was started finalize-only, which
 	// only ever replaces a failed attempt (so never attempt 1) when Finalizing
 	// begins. Times have one-second resolution, hence the attempt-1 case.

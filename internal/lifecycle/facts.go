@@ -49,7 +49,8 @@ type facts struct {
 
 	// The ledger of all attempts.
 	ledger    []v1alpha1.AttemptLedger // merged ledger, sorted by attempt
-	used      v1alpha1.Usage           // sum over the ledger
+	used      v1alpha1.Usage           // sum over the ledger, with what children hold and used
+	held      v1alpha1.Usage           // of used: the budgets of unfinished children
 	steps     int64                    // sum over the ledger
 	backwards map[int32]string         // attempts whose counters went back, with the story
 
@@ -145,6 +146,13 @@ func (f *facts) foldLedger() {
 		f.used = add(f.used, e.Used)
 		f.steps += e.Steps
 	}
+	// What an attempt carved for children is spent by the run (not in the
+	// attempt's monotonic ledger: it shrinks when a child ends).
+	for _, a := range f.in.Attempts {
+		c := f.children(a)
+		f.used = add(f.used, c.Spend())
+		f.held = add(f.held, c.Carved)
+	}
 	slices.SortFunc(f.ledger, func(a, b v1alpha1.AttemptLedger) int { return int(a.Attempt) - int(b.Attempt) })
 }
 
@@ -183,6 +191,9 @@ func (f *facts) attempt(n int32, observed bool) attempt {
 			a.own = e.Used
 		}
 	}
+	// Its children's spend is its own: its grant is in the counters of its
+	// usage plus its carves (LessChildren).
+	a.own = add(a.own, f.childSpend(a.facts))
 	return a
 }
 

@@ -49,15 +49,19 @@ func (f *facts) readings(a attempt) []reading {
 			cause: fmt.Sprintf("working budget exhausted at %d/%d %s", used, max(limit, 0), unit),
 		}
 	}
-	rs = append(rs, budget("model requests", f.used.ModelRequests, w.ModelRequests))
+	// The budgets unfinished children hold are committed, not spent: a
+	// parent that carved its working allowance waits for its children
+	// rather than finalizing (and finalizing them) at once.
+	used := sub(f.used, f.held)
+	rs = append(rs, budget("model requests", used.ModelRequests, w.ModelRequests))
 	if w.ToolCalls > 0 {
-		rs = append(rs, budget("tool calls", f.used.ToolCalls, w.ToolCalls))
+		rs = append(rs, budget("tool calls", used.ToolCalls, w.ToolCalls))
 	}
 	if f.lim.tokens {
-		rs = append(rs, budget("tokens", f.used.Tokens, w.Tokens))
+		rs = append(rs, budget("tokens", used.Tokens, w.Tokens))
 	}
 	if f.lim.cost {
-		rs = append(rs, costReading(f.used.Cost, w.Cost))
+		rs = append(rs, costReading(used.Cost, w.Cost))
 	}
 	if x := a.facts.Status.GrantExhausted; x != nil && !a.facts.Grant.FinalizeOnly {
 		// The gateway refused a request on the working grant: exhaustion is

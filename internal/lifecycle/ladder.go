@@ -200,7 +200,7 @@ func attemptFailed(f *facts) (verdict, bool) {
 	if f.in.Spec.Stop == v1alpha1.StopFinalize {
 		// Wrap up as asked, in a new attempt, rather than recover first.
 		return replaceOnceStopped(f, verdict{phase: v1alpha1.PhaseFinalizing, finalize: true, newAttempt: true,
-			reason: v1alpha1.ReasonFinalizeRequested, cause: story + "; finalize requested (spec.stop: Finalize)"}, story, latched), true
+			reason: v1alpha1.ReasonFinalizeRequested, cause: story + "; " + finalizeCause(f.in)}, story, latched), true
 	}
 	if x, ok := f.unfixableFault(); ok {
 		// Recover only from what a new attempt can fix.
@@ -280,7 +280,7 @@ func finishOrSettle(f *facts) (verdict, bool) {
 			v.cause = fmt.Sprintf("attempt %d exited 0 after %d steps without proposing finish: an implicit finish", f.cur.n, f.steps)
 		case f.in.Spec.Stop == v1alpha1.StopFinalize:
 			v.reason = v1alpha1.ReasonFinalizeRequested
-			v.cause = fmt.Sprintf("finalize requested (spec.stop: Finalize) after %d steps", f.steps)
+			v.cause = fmt.Sprintf("%s after %d steps", finalizeCause(f.in), f.steps)
 		default:
 			return verdict{}, false
 		}

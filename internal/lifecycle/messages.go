@@ -138,6 +138,15 @@ func (f *facts) runningMessage(a attempt, directives []v1alpha1.Directive) strin
 	return msg
 }
 
+// finalizeCause says who asked the run to finalize: the user (spec.stop) or
+// the operator on the user's behalf (Input.StopCause: its parent run).
+func finalizeCause(in Input) string {
+	if in.StopCause != "" {
+		return "finalize requested because " + in.StopCause
+	}
+	return "finalize requested (spec.stop: Finalize)"
+}
+
 // startingMessage tells that replacement attempt n is starting.
 func (f *facts) startingMessage(n int32, story string) string {
 	return fmt.Sprintf("%s; starting attempt %d of %d", story, n, f.lim.maxAttempts)

@@ -35,17 +35,20 @@ type QueueEntry struct {
 	// start and its view of the run does not show it yet. It holds the
 	// session like an active run.
 	Admitted bool
+	// Child: the run is a child run; it runs in its parent's slot, so it
+	// neither holds its session nor waits in its queue.
+	Child bool
 }
 
 // holds reports whether e occupies its session: it is active (Running,
 // Recovering, Finalizing) or admitted and not yet seen active.
 func (e QueueEntry) holds() bool {
-	return !e.Deleting && e.Phase != v1alpha1.PhaseTerminated && (e.Phase.IsActive() || e.Admitted)
+	return !e.Child && !e.Deleting && e.Phase != v1alpha1.PhaseTerminated && (e.Phase.IsActive() || e.Admitted)
 }
 
 // waits reports whether e waits in its session's queue.
 func (e QueueEntry) waits() bool {
-	return !e.Deleting && !e.holds() && e.Phase.IsWaiting()
+	return !e.Child && !e.Deleting && !e.holds() && e.Phase.IsWaiting()
 }
 
 // FIFO orders queue entries in the order a session's runs are admitted

@@ -149,6 +149,10 @@ type Input struct {
 	// write of the facts it coalesces (usage, steps) before judging them,
 	// unless they are already final; 0: no wait.
 	FactGrace time.Duration
+	// Children are the run's child runs as seen (docs/children.md): the
+	// carves its attempts recorded (status.children) count as spent until
+	// their child is seen ended, then only what it used.
+	Children []ChildView
 	// StopCause says why spec.stop was set when the operator set it on the
 	// user's behalf (e.g. "session s was deleted"); it leads the message.
 	StopCause string

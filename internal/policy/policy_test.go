@@ -420,7 +420,7 @@ func TestValidateRules(t *testing.T) {
 			want: []string{"spec.tools[3].server toolServed"},
 			detail: `spec.tools[3].server: Required value: tool "files.write" (effect Write): a Write or External tool must name the ` +
 				`spec.toolServers entry that serves it, so that its calls go through the gateway; only the built-in tools ` +
-				`("report.publish", "notes.write") and effect-None tools need no server`,
+				`("report.publish", "notes.write", "run.spawn", "run.children") and effect-None tools need no server`,
 		},
 		"an external call without a server": {
 			mutate: func(s *v1alpha1.RuntimePolicySpec) {

@@ -538,7 +538,8 @@ func validateServing(tools []v1alpha1.Tool, servers []v1alpha1.ToolServer, specP
 	if len(names) > 0 {
 		known = "spec.toolServers has " + quoteAll(names)
 	}
-	builtins := quoteAll([]string{v1alpha1.BuiltinToolReportPublish, v1alpha1.BuiltinToolNotesWrite})
+	builtins := quoteAll([]string{v1alpha1.BuiltinToolReportPublish, v1alpha1.BuiltinToolNotesWrite,
+		v1alpha1.BuiltinToolRunSpawn, v1alpha1.BuiltinToolRunChildren})
 	for i, t := range tools {
 		p := specPath.Child("tools").Index(i)
 		switch {

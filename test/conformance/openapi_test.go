@@ -142,6 +142,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		"ReportPlanRequest": gatewayapi.ReportPlanRequest{}, "PublishRequest": gatewayapi.PublishRequest{},
 		"Report": gatewayapi.Report{}, "SettleResponse": gatewayapi.SettleResponse{},
 		"ErrorBody": gatewayapi.ErrorBody{}, "Error": gatewayapi.Error{},
+		"ChildRequest": gatewayapi.ChildRequest{}, "ChildBudget": gatewayapi.ChildBudget{}, "Child": gatewayapi.Child{},
+		"ChildReport": gatewayapi.ChildReport{}, "ChildList": gatewayapi.ChildList{},
 	} {
 		s, ok := doc.Components.Schemas[name]
 		if !ok {

@@ -30,6 +30,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/agentrun-dev/agentrun/api/v1alpha1"
@@ -71,6 +72,44 @@ var _ = Describe("Deletion (kube-controller-manager's garbage collector and name
 			return apierrors.IsNotFound(st.Client.Get(ctx, key, obj))
 		}, within, interval).Should(BeTrue(), "%s %s is still there after %s", what, key, within)
 	}
+
+	It("deletes a root's tree of child runs with it: the garbage collector follows the children's owner references", func() {
+		w := newWorld(nil)
+		shellRun(w, "root")
+		running(w, "root")
+		root := &v1.ResearchRun{}
+		Expect(st.Client.Get(ctx, types.NamespacedName{Namespace: w.ns, Name: "root"}, root)).To(Succeed())
+		child := &v1.ResearchRun{
+			ObjectMeta: metav1.ObjectMeta{Namespace: w.ns, Name: "root-a",
+				Labels: map[string]string{v1.LabelParent: "root", v1.LabelRoot: "root"},
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: v1.GroupVersion.String(), Kind: "ResearchRun",
+					Name: "root", UID: root.UID, Controller: new(true)}}},
+			Spec: *root.Spec.DeepCopy(),
+		}
+		child.Spec.Parent = &v1.ParentRef{Name: "root", UID: string(root.UID), Attempt: 1, Root: "root", Depth: 1}
+		child.Spec.Budget = v1.Budget{ModelRequests: 4, ToolCalls: 2, Deadline: &metav1.Duration{Duration: 5 * time.Minute}}
+
+		By("only agentrun-gateway may create a child (admission policy researchrun-parent-authority)")
+		err := st.Client.Create(ctx, child.DeepCopy())
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(ContainSubstring("only agentrun-gateway creates child runs"))
+		asGateway := rest.CopyConfig(st.Admin)
+		asGateway.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:agentrun-system:agentrun-gateway",
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:agentrun-system", "system:authenticated"}}
+		gw, err := client.New(asGateway, client.Options{Scheme: st.Client.Scheme()})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(gw.Create(ctx, child)).To(Succeed())
+
+		By("the child runs in its parent's session slot, alongside it")
+		childPid, _ := running(w, "root-a")
+
+		By("deleting the root deletes the tree")
+		Expect(st.Client.Delete(ctx, root)).To(Succeed())
+		gone(&v1.ResearchRun{}, types.NamespacedName{Namespace: w.ns, Name: "root-a"}, timeout, "child run")
+		gone(&corev1.Pod{}, types.NamespacedName{Namespace: w.ns, Name: attemptName("root-a", 1)}, timeout, "child's pod")
+		Eventually(func() bool { return processAlive(childPid) }, timeout, interval).Should(BeFalse(),
+			"the child's agent process %d still runs", childPid)
+	})
 
 	It("stops a deleted run's pod with SIGTERM, removes its RunAttempt and pod, and starts the session's next run", func() {
 		w := newWorld(nil)

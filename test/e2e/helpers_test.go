@@ -146,6 +146,9 @@ func newWorld(mutate func(*v1.RuntimePolicy)) *world {
 			}
 			w.current[run.Name] = run.Status.Phase
 			w.sessionOf[run.Name] = run.Spec.SessionRef.Name
+			if run.Spec.Parent != nil {
+				w.sessionOf[run.Name] = "" // a child runs in its parent's slot
+			}
 			var active []string
 			for name, phase := range w.current {
 				if phase.IsActive() && w.sessionOf[name] == run.Spec.SessionRef.Name {
