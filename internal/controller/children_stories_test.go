@@ -235,7 +235,9 @@ var _ = Describe("Child runs under one root budget", func() {
 		w.exited("root", 1)
 		run := w.eventually("root", v1alpha1.PhaseTerminated, v1alpha1.ReasonCompleted)
 		Expect(run.Status.Settlement).To(Equal(v1alpha1.SettlementComplete))
-		Expect(w.phaseSequence("root")).To(Equal([]v1alpha1.Phase{v1alpha1.PhaseRunning, v1alpha1.PhaseFinalizing, v1alpha1.PhaseTerminated}),
+		// The watch that records phases may trail the read above.
+		Eventually(func() []v1alpha1.Phase { return w.phaseSequence("root") }, timeout, interval).Should(
+			Equal([]v1alpha1.Phase{v1alpha1.PhaseRunning, v1alpha1.PhaseFinalizing, v1alpha1.PhaseTerminated}),
 			"a child's failure never ends its parent")
 	})
 
