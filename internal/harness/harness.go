@@ -134,9 +134,12 @@ func Finalize(s Setup, r Result) Invocation {
 // tools are allowed in the CLI: the gateway decides them (mode × risk,
 // approvals).
 func claude(s Setup, purpose string, head []string) Invocation {
-	settings, _ := json.Marshal(map[string]any{"apiKeyHelper": s.Launcher + " token"})
+	// Claude Code runs its helpers with a shell: the launcher's path is
+	// quoted.
+	launcher := shellQuote(s.Launcher)
+	settings, _ := json.Marshal(map[string]any{"apiKeyHelper": launcher + " token"})
 	mcp, _ := json.Marshal(map[string]any{"mcpServers": map[string]any{MCPServer: map[string]any{
-		"type": "http", "url": s.Gateway + gatewayapi.MCPPath, "headersHelper": s.Launcher + " mcp-headers",
+		"type": "http", "url": s.Gateway + gatewayapi.MCPPath, "headersHelper": launcher + " mcp-headers",
 	}}})
 	args := append(head, "--output-format", "json", "--mcp-config", string(mcp), "--strict-mcp-config",
 		"--allowedTools", "mcp__"+MCPServer)
@@ -347,4 +350,12 @@ func NeedsFinalize(v gatewayapi.Attempt, r Result) bool {
 func RefusedAtGrant(r Result) bool {
 	return r.IsError && (strings.Contains(r.Message, gatewayapi.CodeGrantExhausted) ||
 		strings.Contains(r.Message, gatewayapi.CodeFinalizeOnly))
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789/._-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }

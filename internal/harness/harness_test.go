@@ -202,3 +202,16 @@ func TestNeedsFinalize(t *testing.T) {
 		}
 	}
 }
+
+func TestClaudeCodeHelpersSurviveAPathWithSpaces(t *testing.T) {
+	s := setup(v1alpha1.HarnessClaudeCode, v1alpha1.ModeAuto)
+	s.Launcher = "/opt/my tools/agent's-harness"
+	inv, err := Launch(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `'/opt/my tools/agent'\\''s-harness' token`
+	if got := inv.Files["/tmp/h/.claude/settings.json"]; !strings.Contains(got, want) {
+		t.Errorf("settings %s, want the helper %s", got, want)
+	}
+}
